@@ -1,0 +1,62 @@
+# tpurank: `make demo` runs the main job end to end, `make test` the tests.
+# Both set up .venv first (idempotent; quick once done).
+
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+UV_VERSION := 0.13.9
+STAMP := $(VENV)/.tpurank-installed
+DEMO_DIR ?= demo_out
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+export PYTHONWARNINGS ?= ignore::FutureWarning,ignore::DeprecationWarning
+
+.PHONY: setup demo test test-fast lock clean
+
+setup: $(STAMP)
+
+# A Python 3.10: $(PYTHON) if given, python3.10 on PATH, else pyenv's.
+$(PY):
+	@py="$${PYTHON:-}"; \
+	ok() { [ -n "$$1" ] && "$$1" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' 2>/dev/null; }; \
+	if ! ok "$$py"; then py=""; \
+	  for cand in python3.10 \
+	      $$(command -v pyenv >/dev/null && ls -d "$$(pyenv root)"/versions/3.10*/bin/python 2>/dev/null) \
+	      $$(ls -d "$$HOME"/.pyenv/versions/3.10*/bin/python 2>/dev/null); do \
+	    if ok "$$cand"; then py="$$cand"; break; fi; \
+	  done; \
+	fi; \
+	if [ -z "$$py" ]; then \
+	  echo "error: tpurank needs Python 3.10 (TFX 1.15 supports < 3.11) and none was found:" >&2; \
+	  echo "  tried \$$PYTHON, python3.10 on PATH and pyenv versions 3.10.*." >&2; \
+	  echo "  Install one (e.g. 'pyenv install 3.10.13') or run 'make PYTHON=/path/to/python3.10 setup'." >&2; \
+	  exit 1; \
+	fi; \
+	echo "setup: creating $(VENV) with $$py ($$($$py --version 2>&1))"; \
+	"$$py" -m venv $(VENV)
+
+$(UV): | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+
+$(STAMP): requirements.lock pyproject.toml | $(UV)
+	$(UV) pip sync --python $(PY) requirements.lock
+	$(UV) pip install --python $(PY) --no-deps -e .
+	@touch $(STAMP)
+
+# Re-pins every version from requirements.in (needs the registry).
+lock: | $(UV)
+	$(UV) pip compile --python-version 3.10 --python $(PY) requirements.in -o requirements.lock
+
+demo: setup
+	$(VENV)/bin/tpurank synth --collection all --scale tiny --seed 0 --out $(DEMO_DIR)/data --quiet
+	$(VENV)/bin/tpurank validate --quiet $(DEMO_DIR)/data/npz
+
+test: setup
+	$(PY) -m pytest -q -ra tests
+
+# Everything but the slow end-to-end tests.
+test-fast: setup
+	$(PY) -m pytest -q -ra -m "not slow" tests
+
+clean:
+	rm -rf $(DEMO_DIR) .pytest_cache

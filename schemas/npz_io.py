@@ -1,0 +1,191 @@
+"""Streaming access to `.npz` archives: read or write one array in row chunks.
+
+`np.load` materialises a whole member on access and `np.savez` needs every
+array in memory. A full-size layout graph holds up to 100k configs of several
+hundred nodes each (GBs of `node_config_feat`), so conversion, scoring and the
+simulator read and write that member in chunks of rows instead. Both plain
+(stored) and deflated archives work, as both exist in the wild.
+"""
+
+import contextlib
+import zipfile
+from typing import Iterator
+
+import numpy as np
+
+# A fixed timestamp makes archive bytes depend on content only (same seed,
+# same bytes).
+_FIXED_DATE_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+class NpzReader:
+  """Reads members of an `.npz` archive whole or as chunks of rows.
+
+  Init args:
+    path: Path of the archive.
+
+  Raises:
+    zipfile.BadZipFile, OSError: If the file is not a readable zip archive.
+  """
+
+  def __init__(self, path: str):
+    self.path = str(path)
+    self._zip = zipfile.ZipFile(self.path)
+    self._members = {
+        n[:-4]: n for n in self._zip.namelist() if n.endswith(".npy")}
+
+  def close(self):
+    self._zip.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+  @property
+  def keys(self) -> list[str]:
+    return list(self._members)
+
+  def __contains__(self, key: str) -> bool:
+    return key in self._members
+
+  @contextlib.contextmanager
+  def _open(self, key: str):
+    with self._zip.open(self._members[key]) as f:
+      version = np.lib.format.read_magic(f)
+      if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+      else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+      yield f, tuple(shape), fortran, dtype
+
+  def header(self, key: str) -> tuple[tuple[int, ...], np.dtype]:
+    """Returns (shape, dtype) of a member without reading its data."""
+    with self._open(key) as (_, shape, _, dtype):
+      return shape, dtype
+
+  def read(self, key: str) -> np.ndarray:
+    """Reads a whole member."""
+    with self._zip.open(self._members[key]) as f:
+      return np.lib.format.read_array(f, allow_pickle=False)
+
+  def iter_rows(self, key: str, chunk: int) -> Iterator[np.ndarray]:
+    """Yields a member in consecutive chunks of at most `chunk` rows.
+
+    Args:
+      key: The member, e.g. "node_config_feat".
+      chunk: Rows (entries along axis 0) per yielded array.
+
+    Yields:
+      Arrays of shape [<=chunk, *shape[1:]] in order, covering every row.
+
+    Raises:
+      ValueError: If the member is truncated or not a row-major array.
+    """
+    with self._open(key) as (f, shape, fortran, dtype):
+      if dtype.hasobject:
+        raise ValueError(f"{key} holds Python objects, not numbers")
+      if fortran and len(shape) > 1:
+        raise ValueError(f"{key} is stored in Fortran order")
+      if not shape:
+        yield np.frombuffer(f.read(dtype.itemsize), dtype=dtype).reshape(())
+        return
+      row_items = int(np.prod(shape[1:], dtype=np.int64))
+      row_bytes = row_items * dtype.itemsize
+      for start in range(0, shape[0], chunk):
+        rows = min(chunk, shape[0] - start)
+        buf = f.read(rows * row_bytes)
+        if len(buf) != rows * row_bytes:
+          raise ValueError(f"{key} is truncated at row {start}")
+        yield np.frombuffer(buf, dtype=dtype).reshape((rows,) + shape[1:])
+
+  def take_rows(self, key: str, indices: np.ndarray,
+                chunk: int = 4096) -> np.ndarray:
+    """Reads the rows at `indices` (any order) in one streaming pass."""
+    indices = np.asarray(indices, dtype=np.int64)
+    shape, dtype = self.header(key)
+    out = np.empty((len(indices),) + shape[1:], dtype=dtype)
+    order = np.argsort(indices, kind="stable")
+    sorted_idx = indices[order]
+    pos = 0
+    start = 0
+    for block in self.iter_rows(key, chunk):
+      end = start + len(block)
+      hi = np.searchsorted(sorted_idx, end, side="left")
+      if hi > pos:
+        out[order[pos:hi]] = block[sorted_idx[pos:hi] - start]
+        pos = hi
+      start = end
+      if pos == len(indices):
+        break
+    return out
+
+
+class NpzWriter:
+  """Writes an `.npz` archive member by member, optionally row by row.
+
+  Init args:
+    path: Output path.
+    compress: Deflate members (level 1: fast, and layout configs compress
+      well since most entries are -1).
+  """
+
+  def __init__(self, path: str, compress: bool = True):
+    self.path = str(path)
+    self._compression = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    self._zip = zipfile.ZipFile(
+        self.path, "w", compression=self._compression, compresslevel=1)
+
+  def close(self):
+    self._zip.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+  def write(self, key: str, array: np.ndarray):
+    """Writes one whole array as member `key`."""
+    array = np.ascontiguousarray(array)
+    with self.stream(key, array.shape, array.dtype) as append:
+      append(array)
+
+  @contextlib.contextmanager
+  def stream(self, key: str, shape: tuple[int, ...], dtype):
+    """Opens member `key` of known shape; yields a function that appends rows.
+
+    Args:
+      key: Member name.
+      shape: Final shape of the array (rows along axis 0).
+      dtype: Its dtype.
+
+    Yields:
+      append(rows): writes the next rows; the total must reach shape[0].
+
+    Raises:
+      ValueError: If the rows appended do not add up to the declared shape.
+    """
+    dtype = np.dtype(dtype)
+    info = zipfile.ZipInfo(key + ".npy", date_time=_FIXED_DATE_TIME)
+    info.compress_type = self._compression
+    info.external_attr = 0o644 << 16
+    written = [0]
+    with self._zip.open(info, "w", force_zip64=True) as f:
+      header = {"descr": np.lib.format.dtype_to_descr(dtype),
+                "fortran_order": False, "shape": tuple(shape)}
+      np.lib.format.write_array_header_2_0(f, header)
+
+      def append(rows):
+        rows = np.ascontiguousarray(rows, dtype=dtype)
+        if rows.shape[1:] != tuple(shape[1:]) and shape:
+          raise ValueError(f"{key}: rows of shape {rows.shape[1:]}, "
+                           f"declared {tuple(shape[1:])}")
+        f.write(rows.tobytes())
+        written[0] += rows.shape[0] if rows.ndim else 1
+
+      yield append
+    expected = shape[0] if shape else 1
+    if written[0] != expected:
+      raise ValueError(f"{key}: wrote {written[0]} rows, declared {expected}")

@@ -1,0 +1,188 @@
+"""Analytical cost of one fused kernel under a tile-size configuration.
+
+Model (ns; constants in `hardware`): the kernel's output is cut into tiles of
+`output_bounds` (convolutions also tile their input features with
+`kernel_bounds`). Per tile:
+
+* compute = matrix-unit flops (dot depth / convolution window) plus vector
+  work of the elementwise chain (transcendentals count 4x), both on the
+  *padded* tile (minor dim to 128, second-minor to 8): tiles that do not
+  match the hardware tiling waste work;
+* memory = the operand slices the tile reads plus the output it writes;
+  small tiles re-read dot operands many times, large ones read them once;
+* if the double-buffered working set exceeds on-chip memory, traffic spills
+  (a penalty growing with the excess), so the best tile depends on how many
+  and how wide the kernel's operands are: on the graph, not the config alone;
+* time = tiles x (overhead + max(compute, memory) + 10% of the other).
+
+The compiler's default tiling is a fixed heuristic (minor dim up to 512,
+second-minor up to 256, 1 elsewhere); its runtime is the normalizer.
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+
+from schemas import features as F
+from schemas.node_encoding import Instruction
+from simulator import hardware as hw
+
+
+@dataclasses.dataclass
+class KernelProfile:
+  """What the cost of a kernel depends on, read off its instructions."""
+  out_dims: tuple
+  out_bytes: int  # Per element.
+  mxu_flops_per_elem: float
+  mxu_rate: float
+  vpu_flops_per_elem: float
+  full_operands: float  # Bytes/element of operands shaped like the output.
+  row_operands: float  # Bytes/element of operands broadcast along the minor.
+  dot_depth: int  # Contracting size of a dot (0 if none).
+  dot_in_bytes: int
+  conv: tuple  # (k, cin, in_bytes) of a convolution, or ().
+
+
+def profile(insts: list) -> KernelProfile:
+  """Summarises a kernel (root = its output) for the cost model."""
+  root = next(i for i in reversed(insts) if i.is_root)
+  out_dims = tuple(root.dims)
+  mxu = vpu = 0.0
+  rate = hw.mxu_rate(root.element_type)
+  dot_depth, dot_in_bytes, conv = 0, 0, ()
+  full = row = 0.0
+  for inst in insts:
+    if inst.opcode == "dot":
+      lhs = insts[inst.operands[0]]
+      dot_depth = lhs.dims[-1]
+      dot_in_bytes = hw.element_bytes(lhs.element_type)
+      mxu += 2.0 * dot_depth
+      rate = hw.mxu_rate(inst.element_type)
+    elif inst.opcode == "convolution":
+      k = insts[inst.operands[1]].dims
+      conv = (k[0], k[2], hw.element_bytes(inst.element_type))
+      mxu += 2.0 * k[0] * k[1] * k[2]
+      rate = hw.mxu_rate(inst.element_type)
+    elif inst.opcode in ("parameter", "constant", "broadcast"):
+      pass
+    else:
+      size = inst.num_elements / max(np.prod(out_dims, dtype=np.float64), 1)
+      vpu += size * (4.0 if inst.opcode in hw.TRANSCENDENTAL else 1.0)
+  consumed = {v for i in insts for v in i.operands}
+  for u, inst in enumerate(insts):
+    if inst.opcode != "parameter" or u not in consumed:
+      continue
+    users = [i.opcode for i in insts if u in i.operands]
+    if "dot" in users or "convolution" in users:
+      continue  # Priced by the dot/convolution terms.
+    eb = hw.element_bytes(inst.element_type)
+    if tuple(inst.dims) == out_dims:
+      full += eb
+    elif len(inst.dims) == 1:
+      row += eb
+    else:
+      full += eb * inst.num_elements / max(
+          np.prod(out_dims, dtype=np.float64), 1)
+  return KernelProfile(out_dims, hw.element_bytes(root.element_type), mxu,
+                       rate, vpu, full, row, dot_depth, dot_in_bytes, conv)
+
+
+def tile_options(dim: int, position: int, rank: int) -> list[int]:
+  """Candidate tile sizes for one output dim (position from the left)."""
+  if position == rank - 1:
+    opts = {min(dim, t) for t in (128, 256, 512, 1024, 2048)}
+  elif position == rank - 2:
+    opts = {min(dim, t) for t in (8, 16, 32, 64, 128, 256, 512)}
+  else:
+    opts = {min(dim, t) for t in (1, 2, 4, 8, 16)}
+  opts.add(dim)
+  return sorted(opts)
+
+
+def default_tile(out_dims: tuple) -> tuple:
+  """The compiler's heuristic tiling."""
+  rank = len(out_dims)
+  tile = [1] * rank
+  tile[-1] = min(out_dims[-1], 512)
+  if rank >= 2:
+    tile[-2] = min(out_dims[-2], 256)
+  return tuple(tile)
+
+
+def runtime_ns(prof: KernelProfile, out_tile: np.ndarray,
+               cin_tile: np.ndarray) -> np.ndarray:
+  """Noiseless runtimes of configs [C, rank] output tiles, [C] cin tiles."""
+  dims = np.array(prof.out_dims, dtype=np.float64)
+  t = out_tile.astype(np.float64)
+  rank = len(dims)
+  n_tiles = np.prod(np.ceil(dims / t), axis=1)
+  padded = t.copy()
+  padded[:, -1] = np.ceil(padded[:, -1] / hw.LANES) * hw.LANES
+  if rank >= 2:
+    padded[:, -2] = np.ceil(padded[:, -2] / hw.SUBLANES) * hw.SUBLANES
+  tile_elems = np.prod(padded, axis=1)
+  rows = tile_elems / padded[:, -1]
+  compute = tile_elems * (prof.mxu_flops_per_elem / prof.mxu_rate +
+                          prof.vpu_flops_per_elem / hw.VPU_FLOPS_PER_NS)
+  read = tile_elems * prof.full_operands + padded[:, -1] * prof.row_operands
+  write = tile_elems * prof.out_bytes
+  if prof.dot_depth:
+    # A tile reads its rows of the lhs and its columns of the rhs, whole.
+    read = read + (rows + padded[:, -1]) * prof.dot_depth * prof.dot_in_bytes
+  if prof.conv:
+    k, cin, eb = prof.conv
+    steps = np.ceil(cin / cin_tile)
+    halo = (1 + (k - 1) / np.maximum(t[:, -2], 1))
+    read = read + rows * halo * cin * eb + k * k * cin * padded[:, -1] * eb
+    # Splitting input features accumulates partial outputs in memory.
+    write = write * (2 * steps - 1)
+  working = 2 * (read + write)  # Double-buffered.
+  spill = 1 + 2 * np.maximum(working / hw.VMEM_BYTES - 1, 0)
+  memory = (read + write) * spill / hw.HBM_BYTES_PER_NS
+  per_tile = hw.TILE_OVERHEAD_NS + np.maximum(compute, memory) + 0.1 * (
+      np.minimum(compute, memory))
+  return n_tiles * per_tile
+
+
+def config_features(prof: KernelProfile, out_tile: np.ndarray,
+                    cin_tile: np.ndarray) -> np.ndarray:
+  """config_feat [C, 24]: kernel, output and input bounds (6, sum, product)."""
+  rows = []
+  for t, ci in zip(out_tile, cin_tile):
+    kernel_bounds = ()
+    if prof.conv:
+      k = prof.conv[0]
+      kernel_bounds = (k, k, int(ci), int(t[-1]))
+    rows.append(
+        F.sequence_feature(kernel_bounds, 6, zero_product_on_empty=True) +
+        F.sequence_feature(t, 6, zero_product_on_empty=True) +
+        F.sequence_feature((), 6, zero_product_on_empty=True))
+  return np.array(rows, dtype=np.float32).reshape(-1,
+                                                  F.TILE_CONFIG_FEATURES)
+
+
+def sample_configs(prof: KernelProfile, rng: np.random.Generator,
+                   count: int):
+  """Samples up to `count` distinct tilings, the default first.
+
+  Returns:
+    (out_tile [C, rank] int64, cin_tile [C] int64).
+  """
+  rank = len(prof.out_dims)
+  options = [tile_options(d, i, rank) for i, d in enumerate(prof.out_dims)]
+  cin_opts = [0] if not prof.conv else sorted(
+      {min(prof.conv[1], c) for c in (8, 32, 128, 512)} | {prof.conv[1]})
+  total = math.prod(len(o) for o in options) * len(cin_opts)
+  count = min(count, total)
+  seen = {default_tile(prof.out_dims) + (cin_opts[-1],)}
+  attempts = 0
+  while len(seen) < count and attempts < 50 * count:
+    attempts += 1
+    seen.add(tuple(int(o[rng.integers(len(o))]) for o in options) +
+             (int(cin_opts[rng.integers(len(cin_opts))]),))
+  first = default_tile(prof.out_dims) + (cin_opts[-1],)
+  rest = sorted(seen - {first})
+  rng.shuffle(rest)
+  configs = np.array([first] + rest, dtype=np.int64)
+  return configs[:, :rank], configs[:, rank]

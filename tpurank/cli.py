@@ -1,0 +1,57 @@
+"""The `tpurank` console command: dispatches to subcommands.
+
+Bad input surfaces as one line naming the file and the field, exit code 2,
+no traceback.
+"""
+
+import argparse
+import importlib
+import sys
+
+from schemas.errors import InputError
+from tpurank import __version__
+from tpurank.commands import COMMANDS
+
+EXIT_BAD_INPUT = 2
+
+
+def _module(name: str):
+  return importlib.import_module(f"tpurank.commands.{COMMANDS[name]}")
+
+
+def build_parser(only=None) -> argparse.ArgumentParser:
+  """The argument parser; `only` limits which subcommand modules load."""
+  parser = argparse.ArgumentParser(
+      prog="tpurank",
+      description="Rank XLA compiler configurations (tile sizes, layouts) of "
+      "TPU programs with a graph neural network.")
+  parser.add_argument("--version", action="version",
+                      version=f"tpurank {__version__}")
+  sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+  sub.required = True
+  for name in COMMANDS:
+    if only is None or name == only:
+      _module(name).add_parser(sub)
+    else:
+      sub.add_parser(name, help=f"(see tpurank {name} --help)")
+  return parser
+
+
+def main(argv=None) -> int:
+  argv = sys.argv[1:] if argv is None else list(argv)
+  # Load only the chosen subcommand's module (and so its imports).
+  chosen = next((a for a in argv if not a.startswith("-")), None)
+  parser = build_parser(only=chosen if chosen in COMMANDS else None)
+  args = parser.parse_args(argv)
+  try:
+    return int(_module(args.command).run(args) or 0)
+  except InputError as e:
+    print(f"tpurank: error: {e}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+  except KeyboardInterrupt:
+    print("tpurank: interrupted", file=sys.stderr)
+    return 130
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,11 @@
+"""Subcommands of the `tpurank` CLI, one module each.
+
+Each module has `add_parser(subparsers)` and `run(args) -> int`. Modules are
+imported only when their subcommand runs, so light commands stay fast.
+"""
+
+# Subcommand name -> module under tpurank.commands.
+COMMANDS = {
+    "synth": "synth",
+    "validate": "validate",
+}
