@@ -1,0 +1,1 @@
+"""The TFX pipeline: Beam conversion of TpuGraphs to GraphTensor TFRecords."""

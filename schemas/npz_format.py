@@ -99,6 +99,16 @@ def kind_from_path(path: str) -> Optional[str]:
   return None
 
 
+def _infer_kind(reader: NpzReader) -> Optional[str]:
+  """Layout if any layout-only key is there, tile if a tile-only one is."""
+  if any(k in reader for k in ("node_config_feat", "node_config_ids",
+                               "node_splits")):
+    return LAYOUT
+  if any(k in reader for k in ("config_feat", "config_runtime_normalizers")):
+    return TILE
+  return None
+
+
 def _dtype_ok(kind: str, dtype: np.dtype) -> bool:
   return dtype.kind in ("iu" if kind == "int" else "f")
 
@@ -277,18 +287,16 @@ def validate_file(path: str, kind: Optional[str] = None) -> list[Problem]:
     return chk.problems
   with reader:
     kind = kind or kind_from_path(path)
+    kind = kind or _infer_kind(reader)
     if kind is None:
-      if "node_config_feat" in reader:
-        kind = LAYOUT
-      elif "config_feat" in reader:
-        kind = TILE
-      else:
-        chk.add("config_feat/node_config_feat",
-                "one of them (a tile or a layout graph)", "neither")
-        return chk.problems
+      chk.add("config_feat/node_config_feat",
+              "one of them (a tile or a layout graph)", "neither")
+      kind = TILE  # Still check the fields both kinds share.
+      fields = _COMMON
+    else:
+      fields = FIELDS[kind]
     sizes = {}
-    ok = {f.key: f for f in FIELDS[kind] if _check_header(chk, reader, f,
-                                                          sizes)}
+    ok = {f.key: f for f in fields if _check_header(chk, reader, f, sizes)}
     _check_values(chk, reader, kind, ok, sizes)
   return chk.problems
 
@@ -395,9 +403,7 @@ def load_graph(path: str, kind: Optional[str] = None,
     if problems:
       raise InputError(problems[0])
   with NpzReader(path) as reader:
-    if kind is None:
-      kind = kind_from_path(path) or (
-          LAYOUT if "node_config_feat" in reader else TILE)
+    kind = kind or kind_from_path(path) or _infer_kind(reader)
     get = reader.read
     graph = Graph(
         path=path,

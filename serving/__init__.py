@@ -1,0 +1,1 @@
+"""Serving the exported model: model repository, client, server, scoring."""

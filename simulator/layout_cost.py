@@ -29,6 +29,7 @@ pairwise terms over choice variables, so 100k configs evaluate vectorised.
 """
 
 import dataclasses
+import functools
 import itertools
 
 import numpy as np
@@ -71,6 +72,7 @@ class Variable:
   def num_options(self) -> int:
     return len(self.perms) + 1
 
+  @functools.cached_property
   def feature_table(self) -> np.ndarray:
     """[options, 6] float32: the config feature values of each option."""
     table = -np.ones((self.num_options, 6), dtype=np.float32)
@@ -100,7 +102,7 @@ class LayoutCostModel:
     out = -np.ones((choices.shape[0], num_config_nodes, 18), dtype=np.float32)
     for v, var in enumerate(self.variables):
       s = var.slot * 6
-      out[:, var.config_slot, s:s + 6] = var.feature_table()[choices[:, v]]
+      out[:, var.config_slot, s:s + 6] = var.feature_table[choices[:, v]]
     return out
 
 

@@ -27,7 +27,8 @@ from simulator import programs
 from simulator import tile_cost
 
 NOISELESS_KEY = "config_runtime_noiseless"
-_CHUNK = 4096  # Layout configs generated and written at a time.
+# Bytes of node_config_feat generated and written at a time (bounds memory).
+_CHUNK_BYTES = 32 * 2**20
 # Lognormal sigma of measurement noise: kernels are short, so relatively
 # noisier than whole programs.
 TILE_NOISE = 0.03
@@ -123,17 +124,33 @@ def _sample_choices(rng, variables, count: int, search: str) -> np.ndarray:
 
 
 def write_layout_graph(path: str, rng: np.random.Generator, scale: Scale,
-                       source: str, search: str, progress: bool = False):
-  """Simulates one program and its layout configs into `path`, streaming."""
-  prog = programs.whole_program(rng, _loguniform(rng, scale.layout_nodes),
-                                source)
+                       source: str, search: str, progress: bool = False,
+                       nodes: Optional[int] = None,
+                       configs: Optional[int] = None):
+  """Simulates one program and its layout configs into `path`, streaming.
+
+  Args:
+    path: Output file.
+    rng: All randomness.
+    scale: Size ranges (used where `nodes` / `configs` are None).
+    source: "xla" or "nlp".
+    search: "random" or "default".
+    progress: Show a per-config progress bar.
+    nodes: Approximate instruction count, overriding the scale.
+    configs: Config count, overriding the scale.
+
+  Returns:
+    (nodes, configs) written.
+  """
+  prog = programs.whole_program(
+      rng, nodes or _loguniform(rng, scale.layout_nodes), source)
   insts = prog.instructions
   config_ids = layout_cost.pick_config_nodes(insts, rng,
                                              scale.max_config_nodes)
   model = layout_cost.build(insts, config_ids, rng)
   hi = scale.layout_configs[1] if search == "random" else max(
       scale.layout_configs[1] // 5, scale.layout_configs[0])
-  num_configs = _loguniform(rng, (scale.layout_configs[0], hi))
+  num_configs = configs or _loguniform(rng, (scale.layout_configs[0], hi))
   node_feat, node_opcode, edge_index = encode_graph(insts)
   noiseless = np.empty(num_configs, dtype=np.float64)
   nc = len(config_ids)
@@ -147,8 +164,9 @@ def write_layout_graph(path: str, rng: np.random.Generator, scale: Scale,
                disable=not progress, desc=os.path.basename(path))
     with w.stream("node_config_feat", (num_configs, nc, 18),
                   np.float32) as append:
-      for start in range(0, num_configs, _CHUNK):
-        count = min(_CHUNK, num_configs - start)
+      chunk = max(64, _CHUNK_BYTES // max(nc * 18 * 4, 1))
+      for start in range(0, num_configs, chunk):
+        count = min(chunk, num_configs - start)
         choices = _sample_choices(rng, model.variables, count, search)
         if start == 0:
           choices[0] = 0  # The compiler default is always measured.

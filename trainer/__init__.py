@@ -1,0 +1,1 @@
+"""The TF-GNN config-ranking model, its training loop and its export."""

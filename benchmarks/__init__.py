@@ -1,0 +1,1 @@
+"""Benchmarks of tpurank: speed and memory, each writing a report file."""
