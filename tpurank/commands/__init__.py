@@ -8,4 +8,5 @@ imported only when their subcommand runs, so light commands stay fast.
 COMMANDS = {
     "synth": "synth",
     "validate": "validate",
+    "train": "train",
 }

@@ -1,0 +1,86 @@
+"""`tpurank train`: trains a config ranker on a TpuGraphs collection."""
+
+import json
+import os
+
+from schemas import npz_format
+
+DEFAULT_MAX_EXAMPLES = {"tile": 8, "layout": 24}
+
+
+def add_parser(sub):
+  p = sub.add_parser(
+      "train", help="train a GNN config ranker on a collection",
+      description="Converts the collection's train/valid splits to GraphTensor "
+      "records (under OUT/records), trains with early stopping on the "
+      "validation ranking metric, and exports a SavedModel to OUT/export/"
+      "<version>/. Re-running with the same OUT resumes an interrupted run.")
+  p.add_argument("--collection", required=True, choices=npz_format.COLLECTIONS)
+  p.add_argument("--data", required=True,
+                 help="directory holding npz/... (as `tpurank synth` writes)")
+  p.add_argument("--out", required=True, help="output directory")
+  p.add_argument("--gnn", choices=("sage", "gatv2", "mtalbis"),
+                 default="sage")
+  p.add_argument("--config-only", action="store_true",
+                 help="baseline: score configs from their features alone")
+  p.add_argument("--loss", default="listmle",
+                 choices=("listmle", "pairwise_hinge", "approx_ndcg",
+                          "softmax"))
+  p.add_argument("--k", type=int, default=16, help="configs per example")
+  p.add_argument("--batch-size", type=int, default=0,
+                 help="graphs per step (default: tile 16, layout 4)")
+  p.add_argument("--hidden", type=int, default=64)
+  p.add_argument("--layers", type=int, default=3)
+  p.add_argument("--hops", type=int, default=2,
+                 help="layout: keep configurable nodes' k-hop neighbourhood "
+                 "(-1: whole graph)")
+  p.add_argument("--max-examples", type=int, default=None,
+                 help="examples (chunks of K configs) per train graph "
+                 "(default: tile 8, layout 24)")
+  p.add_argument("--learning-rate", type=float, default=2e-3)
+  p.add_argument("--epochs", type=int, default=100)
+  p.add_argument("--steps-per-epoch", type=int, default=0)
+  p.add_argument("--max-minutes", type=float, default=10.0,
+                 help="training time budget (wall clock)")
+  p.add_argument("--patience", type=int, default=6)
+  p.add_argument("--no-xla", action="store_true",
+                 help="no padding, no XLA (dynamic shapes; not for TPUs)")
+  p.add_argument("--tpu", default=None,
+                 help="TPU name/address for TPUClusterResolver")
+  p.add_argument("--mirrored", action="store_true",
+                 help="MirroredStrategy over all local devices")
+  p.add_argument("--seed", type=int, default=0)
+
+
+def run(args) -> int:
+  # pylint: disable=g-import-not-at-top
+  from pipeline import records
+  from trainer import model as model_lib
+  from trainer import train as train_lib
+  kind = npz_format.collection_kind(args.collection)
+  max_examples = args.max_examples or DEFAULT_MAX_EXAMPLES[kind]
+  rec_dir = os.path.join(args.out, "records")
+  files = {}
+  for split in ("train", "valid"):
+    path = os.path.join(rec_dir, f"{split}.tfrecord.gz")
+    if not os.path.exists(path):
+      counts = records.write_split(args.data, args.collection, split, path,
+                                   args.k, args.hops, args.seed, max_examples)
+      print(f"{split}: {counts['graphs']} graphs, {counts['examples']} "
+            f"examples -> {path}")
+    files[split] = [path]
+  cfg = train_lib.TrainConfig(
+      collection=args.collection, train_files=files["train"],
+      valid_files=files["valid"], out_dir=args.out,
+      model=model_lib.ModelConfig(
+          kind=kind, gnn="none" if args.config_only else args.gnn,
+          hidden=args.hidden, layers=args.layers,
+          config_only=args.config_only),
+      loss=args.loss, k=args.k, batch_size=args.batch_size,
+      learning_rate=args.learning_rate, epochs=args.epochs,
+      steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
+      patience=args.patience, xla=not args.no_xla, seed=args.seed,
+      tpu=args.tpu, mirrored=args.mirrored)
+  summary = train_lib.train(cfg)
+  print(json.dumps(summary, indent=2, default=float))
+  return 0

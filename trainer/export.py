@@ -1,0 +1,106 @@
+"""Exports the model as a SavedModel in TF Serving's `<base>/<version>/` layout.
+
+The `serving_default` signature takes `examples`, a [batch] string tensor of
+serialized GraphTensor `tf.Example`s (one graph with K candidate configs
+each, as conversion writes them) and returns:
+
+* `scores` [batch, K_max] float32: lower = predicted faster (entries past an
+  example's own K are 0 and have config_index -1);
+* `config_index` [batch, K_max] int64: each score's config index in the npz.
+
+Only standard TensorFlow ops are inside: loading and calling it needs neither
+TF-GNN nor this package.
+"""
+
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+from trainer import input_fn
+
+METADATA_FILE = "tpurank_model.json"
+
+
+class ServingModule(tf.Module):
+  """The serving signature: parsing, expansion and the score model.
+
+  Only the model's variables are tracked, not the Keras model itself, so the
+  SavedModel holds no TF-GNN types and loads with plain TensorFlow.
+
+  Init args:
+    score_model: From `trainer.model.build_score_model`.
+    kind: "tile" or "layout".
+  """
+
+  def __init__(self, score_model: tf.keras.Model, kind: str):
+    super().__init__()
+    self.model_variables = list(score_model.variables)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string,
+                                                name="examples")])
+    def serve(examples):
+      graph = input_fn.parse_batch(kind, examples)
+      out = score_model(input_fn.graph_ops.expand(kind, graph),
+                        training=False)
+      config = graph.node_sets["config"]
+      k_max = tf.reduce_max(tf.concat([tf.cast(config.sizes, tf.int32),
+                                       [0]], 0))
+      shape = tf.stack([tf.size(examples), k_max])
+      where = tf.stack([out["example"], out["slot"] - 1], axis=1)
+      scores = tf.scatter_nd(where, -out["scores"], shape)
+      index = tf.scatter_nd(where, config["index"] + 1, shape) - 1
+      return {"scores": scores, "config_index": index}
+
+    self.serve = serve
+
+
+def next_version(base_dir: str) -> int:
+  """1 + the highest numeric version under base_dir (TF Serving serves it)."""
+  versions = [int(d) for d in tf.io.gfile.listdir(base_dir)
+              if d.strip("/").isdigit()] if tf.io.gfile.exists(base_dir) else []
+  return max(versions, default=0) + 1
+
+
+def save(score_model: tf.keras.Model, kind: str, path: str,
+         metadata: dict) -> str:
+  """Writes the SavedModel (and its metadata) exactly at `path`.
+
+  The directory appears only once complete (written aside, then renamed), so
+  a server polling the base directory never loads a half-written model.
+  """
+  tmp = os.path.join(os.path.dirname(path.rstrip("/")),
+                     f".tmp-{os.path.basename(path.rstrip('/'))}")
+  if tf.io.gfile.exists(tmp):
+    tf.io.gfile.rmtree(tmp)
+  module = ServingModule(score_model, kind)
+  tf.saved_model.save(module, tmp,
+                      signatures={"serving_default": module.serve})
+  # assets.extra/ is where TF Serving expects files it does not read.
+  extra = os.path.join(tmp, "assets.extra")
+  tf.io.gfile.makedirs(extra)
+  with tf.io.gfile.GFile(os.path.join(extra, METADATA_FILE), "w") as f:
+    f.write(json.dumps(dict(metadata, kind=kind), indent=2))
+  tf.io.gfile.rename(tmp, path, overwrite=False)
+  return path
+
+
+def export(score_model: tf.keras.Model, kind: str, base_dir: str,
+           metadata: dict, version: Optional[int] = None) -> str:
+  """Writes `<base_dir>/<version>/` (next free version by default).
+
+  Returns:
+    The version directory.
+  """
+  version = next_version(base_dir) if version is None else version
+  tf.io.gfile.makedirs(base_dir)
+  return save(score_model, kind, os.path.join(base_dir, str(version)),
+              dict(metadata, version=version))
+
+
+def read_metadata(model_dir: str) -> dict:
+  """The metadata saved beside a SavedModel by `save`."""
+  with tf.io.gfile.GFile(os.path.join(model_dir, "assets.extra",
+                                      METADATA_FILE)) as f:
+    return json.load(f)

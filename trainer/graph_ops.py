@@ -1,0 +1,161 @@
+"""Turns parsed examples into the graphs the model runs on.
+
+`expand` takes a *merged* batch of parsed examples (one component per
+example, as `merge_batch_to_components` gives) and returns the model's input:
+
+* every graph gets a `rev` edge set, the `feed` edges reversed, so message
+  passing runs along and against the data flow;
+* tile examples keep one component per example: configs join at the graph
+  context, so the graph is encoded once for all its configs;
+* layout examples become one component per config: a copy of the (pruned)
+  graph whose configurable ops carry that config's 18 features in `cfg`
+  (early join), since a layout config changes how every op around it runs.
+
+Each component (layout) or config node (tile) also gets `example` (its
+example in the batch) and `slot` (1 + its position in the example; padding
+gets 0), which place scores into the [batch, K] matrix of the ranking loss.
+Everything is index arithmetic on tensors, so it runs in tf.data, in the
+serving signature, and on any device.
+"""
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+CFG_WIDTH = 19  # 18 layout config features + "is configurable" flag.
+
+
+def _exclusive_cumsum(x):
+  return tf.math.cumsum(x, exclusive=True)
+
+
+def _ragged_ranges(starts, sizes):
+  """Concatenation of range(starts[i], starts[i] + sizes[i])."""
+  return tf.ragged.range(starts, starts + sizes).flat_values
+
+
+def _with_rev(feed: tfgnn.EdgeSet) -> dict:
+  adj = feed.adjacency
+  rev = tfgnn.EdgeSet.from_fields(
+      sizes=feed.sizes,
+      adjacency=tfgnn.Adjacency.from_indices(
+          source=("op", adj.target), target=("op", adj.source)))
+  return {"feed": tfgnn.EdgeSet.from_fields(sizes=feed.sizes,
+                                            adjacency=adj), "rev": rev}
+
+
+def _slots(sizes):
+  """(example, 1 + position) of every item, for items grouped by sizes."""
+  sizes = tf.cast(sizes, tf.int32)
+  example = tf.repeat(tf.range(tf.size(sizes)), sizes)
+  position = tf.range(tf.reduce_sum(sizes)) - tf.gather(
+      _exclusive_cumsum(sizes), example)
+  return example, position + 1
+
+
+def expand_tile(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
+  """Tile: adds reversed edges and config slots; one component per example."""
+  config = graph.node_sets["config"]
+  example, slot = _slots(config.sizes)
+  return tfgnn.GraphTensor.from_pieces(
+      context=tfgnn.Context.from_fields(sizes=graph.context.sizes),
+      node_sets={
+          "op": tfgnn.NodeSet.from_fields(
+              sizes=graph.node_sets["op"].sizes,
+              features={k: graph.node_sets["op"][k]
+                        for k in ("opcode", "feat")}),
+          "config": tfgnn.NodeSet.from_fields(
+              sizes=config.sizes,
+              features={"feat": config["feat"], "example": example,
+                        "slot": slot}),
+      },
+      edge_sets=_with_rev(graph.edge_sets["feed"]))
+
+
+def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
+  """Layout: one component per config, each a copy of its example's graph."""
+  op = graph.node_sets["op"]
+  n = tf.cast(op.sizes, tf.int32)  # [E]
+  k = tf.cast(graph.node_sets["config"].sizes, tf.int32)  # [E]
+  num_configs = tf.reduce_sum(k)
+  comp_example, slot = _slots(k)  # [C]
+  op_off_old = _exclusive_cumsum(n)
+  n_new = tf.gather(n, comp_example)
+  op_off_new = _exclusive_cumsum(n_new)
+  old_op = _ragged_ranges(tf.gather(op_off_old, comp_example), n_new)
+
+  feed = graph.edge_sets["feed"]
+  m = tf.cast(feed.sizes, tf.int32)
+  m_new = tf.gather(m, comp_example)
+  old_edge = _ragged_ranges(tf.gather(_exclusive_cumsum(m), comp_example),
+                            m_new)
+  edge_comp = tf.repeat(tf.range(num_configs), m_new)
+  shift = tf.gather(op_off_new, edge_comp) - tf.gather(
+      op_off_old, tf.gather(comp_example, edge_comp))
+  src = tf.gather(tf.cast(feed.adjacency.source, tf.int32), old_edge) + shift
+  tgt = tf.gather(tf.cast(feed.adjacency.target, tf.int32), old_edge) + shift
+
+  # Early join: scatter each node_config's features onto its op's copy.
+  nc_config = tf.cast(graph.edge_sets["part_of"].adjacency.target, tf.int32)
+  nc_op = tf.cast(graph.edge_sets["configures"].adjacency.target, tf.int32)
+  new_op = nc_op - tf.gather(op_off_old, tf.gather(comp_example, nc_config)
+                             ) + tf.gather(op_off_new, nc_config)
+  nc_feat = graph.node_sets["node_config"]["feat"]
+  values = tf.concat([nc_feat, tf.ones_like(nc_feat[:, :1])], axis=-1)
+  total_new = tf.reduce_sum(n_new)
+  cfg = tf.scatter_nd(new_op[:, None], values,
+                      tf.stack([total_new, CFG_WIDTH]))
+
+  feed_new = tfgnn.EdgeSet.from_fields(
+      sizes=m_new,
+      adjacency=tfgnn.Adjacency.from_indices(source=("op", src),
+                                             target=("op", tgt)))
+  return tfgnn.GraphTensor.from_pieces(
+      context=tfgnn.Context.from_fields(
+          sizes=tf.ones([num_configs], tf.int32),
+          features={"example": comp_example, "slot": slot}),
+      node_sets={"op": tfgnn.NodeSet.from_fields(
+          sizes=n_new,
+          features={"opcode": tf.gather(op["opcode"], old_op),
+                    "feat": tf.gather(op["feat"], old_op),
+                    "cfg": cfg})},
+      edge_sets=_with_rev(feed_new))
+
+
+def expand(kind: str, graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
+  """The model input of a merged batch of "tile" or "layout" examples."""
+  return expand_tile(graph) if kind == "tile" else expand_layout(graph)
+
+
+def labels(kind: str, graph: tfgnn.GraphTensor, k: int) -> tf.Tensor:
+  """Ranking labels [E, k] of a merged batch: higher = faster, -1 = padding.
+
+  A config's label is the fastest runtime in its example divided by its own
+  (tile: runtimes normalised by the default config's first), in (0, 1]:
+  normalised per graph and never negative, since TF-Ranking reads labels < 0
+  as padding. Examples with fewer than k configs are padded with -1.
+  """
+  config = graph.node_sets["config"]
+  runtime = tf.cast(config["runtime"], tf.float64)
+  if kind == "tile":
+    runtime = runtime / tf.maximum(tf.cast(config["normalizer"], tf.float64),
+                                   1.0)
+  sizes = tf.cast(config.sizes, tf.int32)
+  example, slot = _slots(sizes)
+  fastest = tf.math.unsorted_segment_min(runtime, example, tf.size(sizes))
+  rel = tf.gather(fastest, example) / tf.maximum(runtime, 1e-9)
+  rel = tf.where(runtime > 0, rel, 0.0)  # Unknown runtimes: no preference.
+  dense = tf.scatter_nd(tf.stack([example, slot - 1], axis=1),
+                        tf.cast(rel, tf.float32) + 1.0,
+                        tf.stack([tf.size(sizes), k]))
+  return dense - 1.0  # Untouched slots end at -1.
+
+
+def scores_to_matrix(scores: tf.Tensor, example: tf.Tensor, slot: tf.Tensor,
+                     batch: int, k: int) -> tf.Tensor:
+  """Places flat per-config scores into [batch, k]; padding (slot 0) drops."""
+  real = slot > 0
+  row = tf.where(real, example, batch)  # Padding goes to a spare row.
+  col = tf.where(real, slot - 1, 0)
+  full = tf.scatter_nd(tf.stack([row, col], axis=1), scores,
+                       tf.constant([batch + 1, k]))
+  return full[:batch]

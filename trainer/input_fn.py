@@ -1,0 +1,140 @@
+"""Reading GraphTensor TFRecords into model inputs and ranking labels.
+
+Records are serialized `tf.Example`s of `schemas/*.pbtxt` (one graph with up
+to K configs each), GZIP-compressed as TFX writes them or plain; each file's
+compression is detected from its first bytes.
+"""
+
+import glob
+import os
+from typing import Optional, Sequence
+
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+
+from schemas import graph_tensor
+from schemas.errors import fail
+from trainer import graph_ops
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def list_record_files(paths: Sequence[str]) -> list[str]:
+  """Expands files, directories (recursively) and glob patterns to files."""
+  files = []
+  for p in paths:
+    if os.path.isdir(p):
+      for root, _, names in os.walk(p):
+        files += [os.path.join(root, n) for n in sorted(names)
+                  if not n.startswith(".")]
+    else:
+      files += sorted(glob.glob(p)) or [p]
+  return sorted(files)
+
+
+def _is_gzip(path: str) -> bool:
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      return f.read(2) == _GZIP_MAGIC
+  except (tf.errors.NotFoundError, OSError) as e:
+    raise fail(path, "file", "a readable TFRecord file", str(e)) from e
+
+
+def read_records(files: Sequence[str], shuffle_files: bool = False,
+                 seed: Optional[int] = None) -> tf.data.Dataset:
+  """Serialized examples of all files (each file's compression detected)."""
+  files = list(files)
+  if not files:
+    raise fail("<records>", "files", "at least one TFRecord file", "none")
+  gz = [f for f in files if _is_gzip(f)]
+  plain = [f for f in files if f not in gz]
+  parts = []
+  for group, compression in ((gz, "GZIP"), (plain, "")):
+    if group:
+      ds = tf.data.Dataset.from_tensor_slices(group)
+      if shuffle_files:
+        ds = ds.shuffle(len(group), seed=seed)
+      parts.append(ds.interleave(
+          lambda f, c=compression: tf.data.TFRecordDataset(
+              f, compression_type=c),
+          cycle_length=4, num_parallel_calls=tf.data.AUTOTUNE,
+          deterministic=not shuffle_files))
+  ds = parts[0]
+  for other in parts[1:]:
+    ds = ds.concatenate(other)
+  return ds
+
+
+def parse_batch(kind: str, serialized: tf.Tensor) -> tfgnn.GraphTensor:
+  """[batch] serialized examples -> one merged GraphTensor (a component each)."""
+  return graph_tensor.parse(kind, serialized).merge_batch_to_components()
+
+
+def model_input(kind: str, serialized: tf.Tensor) -> tfgnn.GraphTensor:
+  """[batch] serialized examples -> the model's (unpadded) input graph."""
+  return graph_ops.expand(kind, parse_batch(kind, serialized))
+
+
+def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
+                  shuffle_buffer: int = 256, seed: Optional[int] = None,
+                  repeat: bool = True,
+                  size_constraints: Optional[tfgnn.SizeConstraints] = None
+                  ) -> tf.data.Dataset:
+  """(model input graph, labels [batch, k]) batches for training.
+
+  Args:
+    files: TFRecord files.
+    kind: "tile" or "layout".
+    batch_size: Examples (graphs with their K configs) per batch.
+    k: Configs per example (examples with fewer are padded, labels -1).
+    shuffle_buffer: Examples in the shuffle buffer.
+    seed: Shuffle seed.
+    repeat: Repeat forever (epochs are counted in steps).
+    size_constraints: Pad every batch to these totals (static shapes for
+      TPUs and XLA); None leaves batches unpadded.
+  """
+  ds = read_records(files, shuffle_files=True, seed=seed)
+  if repeat:
+    ds = ds.repeat()
+  ds = ds.shuffle(shuffle_buffer, seed=seed).batch(batch_size,
+                                                   drop_remainder=True)
+
+  def prepare(serialized):
+    graph = parse_batch(kind, serialized)
+    labels = graph_ops.labels(kind, graph, k)
+    model_graph = graph_ops.expand(kind, graph)
+    if size_constraints is not None:
+      model_graph, _ = tfgnn.pad_to_total_sizes(model_graph, size_constraints)
+    return model_graph, labels
+
+  return ds.map(prepare, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
+
+
+def size_constraints_for(files: Sequence[str], kind: str, batch_size: int,
+                         max_batches: int = 200) -> tfgnn.SizeConstraints:
+  """Totals that fit any batch of `batch_size` examples of these files.
+
+  Takes the largest examples seen (up to `max_batches` batches' worth), so
+  that the padded shapes are static and fit every batch.
+  """
+  ds = read_records(files).batch(1).map(lambda s: model_input(kind, s))
+  ds = ds.take(max_batches * batch_size)
+  biggest = None
+  for g in ds:
+    sizes = (int(g.num_components),
+             {n: int(ns.total_size) for n, ns in g.node_sets.items()},
+             {n: int(es.total_size) for n, es in g.edge_sets.items()})
+    if biggest is None:
+      biggest = sizes
+    else:
+      biggest = (max(biggest[0], sizes[0]),
+                 {n: max(v, sizes[1][n]) for n, v in biggest[1].items()},
+                 {n: max(v, sizes[2][n]) for n, v in biggest[2].items()})
+  if biggest is None:
+    raise fail(files[0], "records", "at least one example", "none")
+  # Room for batch_size of the largest examples plus one padding node/edge
+  # and one padding component, as TF-GNN's padding requires.
+  return tfgnn.SizeConstraints(
+      total_num_components=biggest[0] * batch_size + 1,
+      total_num_nodes={n: v * batch_size + 1 for n, v in biggest[1].items()},
+      total_num_edges={n: v * batch_size + 1 for n, v in biggest[2].items()})

@@ -1,0 +1,286 @@
+"""The config-ranking GNN: encoders, message passing, per-config readout.
+
+Input: the expanded graph of `graph_ops.expand` (padded or not). Output: a
+dict with one relevance score per config (higher = predicted faster; the
+exported signature turns it into "lower = faster"), plus `example` and `slot`
+that place each score in its example.
+
+* Ops are encoded from an opcode embedding and their 140 features, signed-log
+  transformed and standardised with statistics of the train split (stored in
+  the model as constants). Layout copies also read `cfg`: each of the 18
+  config values one-hot (-1..5) plus an "is configurable" flag (early join).
+* Message passing: `layers` rounds of GraphSAGE, GATv2 or MtAlbis over `feed`
+  (along the data flow) and `rev` (against it).
+* Layout readout: mean of all op states and mean over the configurable ops,
+  per component (= config), through an MLP. Tile readout: mean and max of the
+  op states, broadcast to every config node, joined with the config's
+  features, through an MLP.
+* `gnn="none"` with `config_only=True` is the no-graph baseline: it scores a
+  config from its own features alone.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_gnn as tfgnn
+from tensorflow_gnn.models import gat_v2
+from tensorflow_gnn.models import graph_sage
+from tensorflow_gnn.models import mt_albis
+
+from schemas import opcodes
+from trainer import graph_ops
+
+GNNS = ("sage", "gatv2", "mtalbis", "none")
+
+
+@dataclasses.dataclass
+class ModelConfig:
+  """Hyperparameters of the model."""
+  kind: str  # "tile" or "layout"
+  gnn: str = "sage"
+  hidden: int = 64
+  layers: int = 3
+  opcode_dim: int = 16
+  heads: int = 4
+  dropout: float = 0.0
+  config_only: bool = False
+
+
+@dataclasses.dataclass
+class FeatureStats:
+  """Mean and variance of signed-log features on the train split."""
+  node_mean: np.ndarray
+  node_var: np.ndarray
+  config_mean: np.ndarray  # Tile config features (zeros for layout).
+  config_var: np.ndarray
+
+  def to_json(self) -> dict:
+    return {k: np.asarray(v).tolist() for k, v in dataclasses.asdict(
+        self).items()}
+
+  @classmethod
+  def from_json(cls, d: dict) -> "FeatureStats":
+    return cls(**{k: np.asarray(v, np.float32) for k, v in d.items()})
+
+
+def signed_log(x):
+  """log1p of magnitudes, keeping the sign: tames products of dims."""
+  return tf.sign(x) * tf.math.log1p(tf.abs(x))
+
+
+class SignedLogNormalization(tf.keras.layers.Layer):
+  """Signed log, then standardisation with fixed train statistics.
+
+  Init args:
+    mean: [F] mean of the signed-log features.
+    variance: [F] their variance.
+
+  Call returns:
+    The standardised [N, F] features.
+  """
+
+  def __init__(self, mean, variance, **kwargs):
+    super().__init__(**kwargs)
+    self._norm = tf.keras.layers.Normalization(
+        mean=np.asarray(mean, np.float32), variance=np.asarray(
+            variance, np.float32))
+
+  def call(self, x):
+    return self._norm(signed_log(x))
+
+
+def _layout_cfg(cfg):
+  """One-hot of the 18 config values (-1..5) plus the configurable flag."""
+  values = tf.cast(tf.round(cfg[:, :18]), tf.int32) + 1
+  onehot = tf.reshape(tf.one_hot(values, 7), [-1, 18 * 7])
+  return tf.concat([onehot, cfg[:, 18:]], axis=-1)
+
+
+# Scores are squashed into (-SCORE_BOUND, SCORE_BOUND): monotone, so rankings
+# are unchanged, but listwise losses can no longer push scores apart until
+# exp() underflows (ListMLE then returns -inf).
+SCORE_BOUND = 20.0
+
+
+def _bounded(x):
+  return SCORE_BOUND * tf.tanh(x / SCORE_BOUND)
+
+
+def _mlp(hidden: int, dropout: float, name: str) -> tf.keras.Sequential:
+  return tf.keras.Sequential([
+      tf.keras.layers.Dense(hidden, "relu"),
+      tf.keras.layers.Dropout(dropout),
+      tf.keras.layers.Dense(hidden // 2, "relu"),
+      tf.keras.layers.Dense(1),
+  ], name=name)
+
+
+def _gnn_layer(cfg: ModelConfig, i: int) -> tf.keras.layers.Layer:
+  """One round of message passing into "op" over "feed" and "rev"."""
+  if cfg.gnn == "sage":
+    return graph_sage.GraphSAGEGraphUpdate(
+        units=cfg.hidden, receiver_tag=tfgnn.TARGET, node_set_names=["op"],
+        reduce_type="mean", use_pooling=False, l2_normalize=False,
+        dropout_rate=cfg.dropout,
+        name=f"sage_{i}")
+  if cfg.gnn == "gatv2":
+    convs = {e: gat_v2.GATv2Conv(num_heads=cfg.heads,
+                                 per_head_channels=cfg.hidden // cfg.heads,
+                                 receiver_tag=tfgnn.TARGET)
+             for e in ("feed", "rev")}
+    return tfgnn.keras.layers.GraphUpdate(node_sets={
+        "op": tfgnn.keras.layers.NodeSetUpdate(
+            convs, tfgnn.keras.layers.NextStateFromConcat(
+                tf.keras.layers.Dense(cfg.hidden, "relu")))},
+                                          name=f"gatv2_{i}")
+  if cfg.gnn == "mtalbis":
+    return mt_albis.MtAlbisGraphUpdate(
+        units=cfg.hidden, message_dim=cfg.hidden, receiver_tag=tfgnn.TARGET,
+        node_set_names=["op"], state_dropout_rate=cfg.dropout,
+        next_state_type="residual")
+  raise ValueError(f"unknown gnn {cfg.gnn!r}; expected one of {GNNS}")
+
+
+class LayoutReadout(tf.keras.layers.Layer):
+  """Per-component score from all ops and from the configurable ops.
+
+  Init args:
+    hidden: MLP width.
+    dropout: MLP dropout.
+
+  Call returns:
+    {"scores": [components], "example", "slot"} for the expanded graph.
+  """
+
+  def __init__(self, hidden: int, dropout: float, **kwargs):
+    super().__init__(**kwargs)
+    self._mlp = _mlp(hidden, dropout, "layout_head")
+
+  def call(self, graph, inputs):
+    """Scores from the final `graph` states; `inputs` has the cfg flags."""
+    h = graph.node_sets["op"][tfgnn.HIDDEN_STATE]
+    flag = inputs.node_sets["op"]["cfg"][:, 18:19]
+    mean_all = tfgnn.pool_nodes_to_context(graph, "op", "mean", feature_value=h)
+    conf_sum = tfgnn.pool_nodes_to_context(graph, "op", "sum",
+                                           feature_value=h * flag)
+    conf_n = tfgnn.pool_nodes_to_context(graph, "op", "sum",
+                                         feature_value=flag)
+    conf_mean = conf_sum / tf.maximum(conf_n, 1.0)
+    score = _bounded(self._mlp(tf.concat([mean_all, conf_mean],
+                                         axis=-1))[:, 0])
+    return {"scores": score, "example": graph.context["example"],
+            "slot": graph.context["slot"]}
+
+
+class TileReadout(tf.keras.layers.Layer):
+  """Per-config score from the kernel's embedding and the config.
+
+  Init args:
+    hidden: MLP width.
+    dropout: MLP dropout.
+    use_graph: False for the config-only baseline.
+
+  Call returns:
+    {"scores": [config nodes], "example", "slot"}.
+  """
+
+  def __init__(self, hidden: int, dropout: float, use_graph: bool = True,
+               **kwargs):
+    super().__init__(**kwargs)
+    self._mlp = _mlp(hidden, dropout, "tile_head")
+    self._use_graph = use_graph
+
+  def call(self, graph, inputs):
+    """Scores from the final `graph` states; `inputs` has the config slots."""
+    config = graph.node_sets["config"]
+    slots = inputs.node_sets["config"]
+    parts = [config[tfgnn.HIDDEN_STATE]]
+    if self._use_graph:
+      h = graph.node_sets["op"][tfgnn.HIDDEN_STATE]
+      pooled = tf.concat([
+          tfgnn.pool_nodes_to_context(graph, "op", "mean", feature_value=h),
+          tfgnn.pool_nodes_to_context(graph, "op", "max_no_inf",
+                                      feature_value=h)], axis=-1)
+      parts.append(tfgnn.broadcast_context_to_nodes(graph, "config",
+                                                    feature_value=pooled))
+    score = _bounded(self._mlp(tf.concat(parts, axis=-1))[:, 0])
+    return {"scores": score, "example": slots["example"],
+            "slot": slots["slot"]}
+
+
+def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
+                      stats: FeatureStats) -> tf.keras.Model:
+  """Builds the Keras model: expanded graph -> per-config scores.
+
+  Args:
+    cfg: Hyperparameters.
+    input_spec: Spec of the (expanded, merged) input graph.
+    stats: Train-split feature statistics for the standardisation.
+
+  Returns:
+    A Keras model with a GraphTensor input and a dict output.
+  """
+  node_norm = SignedLogNormalization(stats.node_mean, stats.node_var,
+                                     name="node_norm")
+  config_norm = SignedLogNormalization(stats.config_mean, stats.config_var,
+                                       name="config_norm")
+  embed = tf.keras.layers.Embedding(opcodes.NUM_OPCODE_IDS, cfg.opcode_dim,
+                                    name="opcode_embedding")
+  op_dense = tf.keras.layers.Dense(cfg.hidden, "relu", name="op_encoder")
+  config_dense = tf.keras.layers.Dense(cfg.hidden, "relu",
+                                       name="config_encoder")
+  layout = cfg.kind == "layout"
+
+  def init_node(node_set, *, node_set_name):
+    if node_set_name == "op":
+      parts = []
+      if not cfg.config_only:
+        parts += [node_norm(node_set["feat"]),
+                  embed(tf.cast(node_set["opcode"], tf.int32))]
+      if layout:
+        parts.append(_layout_cfg(node_set["cfg"]))
+      if not parts:  # Tile config-only: ops are unused.
+        return tf.zeros_like(node_set["feat"][:, :1])
+      return op_dense(tf.concat(parts, axis=-1))
+    if node_set_name == "config":
+      return config_dense(config_norm(node_set["feat"]))
+    return None
+
+  inputs = tf.keras.layers.Input(type_spec=input_spec)
+  graph = tfgnn.keras.layers.MapFeatures(node_sets_fn=init_node)(inputs)
+  use_graph = not cfg.config_only and cfg.gnn != "none"
+  if use_graph:
+    for i in range(cfg.layers):
+      graph = _gnn_layer(cfg, i)(graph)
+  if layout:
+    out = LayoutReadout(cfg.hidden, cfg.dropout, name="readout")(graph,
+                                                                 inputs)
+  else:
+    out = TileReadout(cfg.hidden, cfg.dropout, use_graph=not cfg.config_only,
+                      name="readout")(graph, inputs)
+  return tf.keras.Model(inputs, out, name=f"{cfg.kind}_ranker")
+
+
+class RankingModel(tf.keras.Model):
+  """Training wrapper: places flat scores into [batch, k] for the loss.
+
+  Init args:
+    score_model: From `build_score_model`.
+    batch: Examples per (replica) batch.
+    k: Configs per example.
+
+  Call returns:
+    [batch, k] scores aligned with the labels.
+  """
+
+  def __init__(self, score_model: tf.keras.Model, batch: int, k: int,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.score_model = score_model
+    self._batch, self._k = batch, k
+
+  def call(self, graph, training=False):
+    out = self.score_model(graph, training=training)
+    return graph_ops.scores_to_matrix(out["scores"], out["example"],
+                                      out["slot"], self._batch, self._k)

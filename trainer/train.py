@@ -1,0 +1,212 @@
+"""Training: strategy, padded XLA train step, validation, early stop, export.
+
+`train(TrainConfig)` is shared by `tpurank train` and the TFX `run_fn`:
+
+* the strategy comes from `distribute.pick_strategy`; each replica reads its
+  own batches (`distribute_datasets_from_function`);
+* batches are padded to fixed totals (`tfgnn.pad_to_total_sizes`) and the
+  step is compiled with XLA, as TPUs require (`xla=False` skips both);
+* after every epoch all configs of every validation graph are scored and the
+  ranking metrics logged (TensorBoard, history); training stops early when the
+  primary metric (layout: Kendall tau, tile: top-5 error) stops improving or
+  the time budget runs out, and the best weights are kept;
+* `BackupAndRestore` lets an interrupted run resume where it stopped;
+* the best model is exported in TF Serving's layout.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import time
+from typing import Optional, Sequence
+
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+from schemas import npz_format
+from trainer import distribute
+from trainer import evaluate
+from trainer import export
+from trainer import feature_stats
+from trainer import input_fn
+from trainer import metrics
+from trainer import model as model_lib
+
+LOSSES = {
+    "listmle": tfr.keras.losses.ListMLELoss,
+    "pairwise_hinge": tfr.keras.losses.PairwiseHingeLoss,
+    "approx_ndcg": tfr.keras.losses.ApproxNDCGLoss,
+    "softmax": tfr.keras.losses.SoftmaxLoss,
+}
+
+
+@dataclasses.dataclass
+class TrainConfig:
+  """Everything one training run needs."""
+  collection: str
+  train_files: Sequence[str]
+  valid_files: Sequence[str]
+  out_dir: str
+  model: Optional[model_lib.ModelConfig] = None
+  loss: str = "listmle"
+  k: int = 16
+  batch_size: int = 0  # 0: by kind (tile 16, layout 4).
+  learning_rate: float = 2e-3
+  epochs: int = 100  # At most; early stopping and the budget end sooner.
+  steps_per_epoch: int = 0  # 0: one pass over the train examples.
+  max_minutes: float = 10.0
+  patience: int = 6
+  xla: bool = True
+  seed: int = 0
+  tpu: Optional[str] = None
+  mirrored: bool = False
+  export_dir: Optional[str] = None  # Default <out_dir>/export (versioned).
+  export_path: Optional[str] = None  # Exact SavedModel path (TFX), if set.
+  verbose: int = 2
+
+  def __post_init__(self):
+    kind = npz_format.collection_kind(self.collection)
+    if self.model is None:
+      self.model = model_lib.ModelConfig(kind=kind)
+    if not self.batch_size:
+      self.batch_size = 16 if kind == "tile" else 4
+    if self.loss not in LOSSES:
+      raise ValueError(f"unknown loss {self.loss!r}; expected one of "
+                       f"{sorted(LOSSES)}")
+
+  @property
+  def kind(self) -> str:
+    return self.model.kind
+
+
+class ValidationCallback(tf.keras.callbacks.Callback):
+  """Scores all validation configs each epoch; keeps the best weights.
+
+  Init args:
+    score_model: The model to evaluate.
+    kind: "tile" or "layout".
+    files: Validation records.
+    log_dir: TensorBoard directory for the validation metrics.
+    max_minutes: Stop training once this much wall time has passed.
+  """
+
+  def __init__(self, score_model, kind, files, log_dir, max_minutes):
+    super().__init__()
+    self._score_model, self._kind, self._files = score_model, kind, files
+    self._metric, self._mode = metrics.PRIMARY[kind]
+    self._writer = tf.summary.create_file_writer(log_dir)
+    self._deadline = time.time() + 60 * max_minutes
+    self.best = None
+    self.best_epoch = None
+    self.best_weights = None
+    self.best_metrics = None
+
+  def _better(self, value):
+    if self.best is None:
+      return True
+    return value > self.best if self._mode == "max" else value < self.best
+
+  def on_epoch_end(self, epoch, logs=None):
+    result, _ = evaluate.evaluate(self._score_model, self._kind, self._files)
+    with self._writer.as_default():
+      for name, value in result.items():
+        tf.summary.scalar(f"val_{name}", value, step=epoch)
+    if logs is not None:
+      logs.update({f"val_{k}": v for k, v in result.items()})
+    value = result.get(self._metric, float("nan"))
+    if not math.isnan(value) and self._better(value):
+      self.best, self.best_epoch = value, epoch
+      self.best_weights = self._score_model.get_weights()
+      self.best_metrics = result
+    best = ("none yet" if self.best is None else
+            f"best {self.best:.4f} at epoch {self.best_epoch + 1}")
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in result.items()
+                      if k != "graphs")
+    print(f"epoch {epoch + 1}: val {shown} ({best})", flush=True)
+    if time.time() > self._deadline:
+      print("time budget reached: stopping", flush=True)
+      self.model.stop_training = True
+
+  def on_train_end(self, logs=None):
+    if self.best_weights is not None:
+      self._score_model.set_weights(self.best_weights)
+
+
+def _count_examples(files) -> int:
+  return int(input_fn.read_records(files).reduce(0, lambda n, _: n + 1))
+
+
+def train(cfg: TrainConfig) -> dict:
+  """Trains, validates, exports. Returns a summary (also in summary.json)."""
+  tf.keras.utils.set_random_seed(cfg.seed)
+  os.makedirs(cfg.out_dir, exist_ok=True)
+  kind = cfg.kind
+  strategy = distribute.pick_strategy(cfg.tpu, cfg.mirrored)
+  replicas = strategy.num_replicas_in_sync
+  per_replica = max(1, cfg.batch_size // replicas)
+  stats = feature_stats.compute(cfg.train_files, kind)
+  constraints = (input_fn.size_constraints_for(cfg.train_files, kind,
+                                               per_replica)
+                 if cfg.xla or cfg.tpu else None)
+  num_examples = _count_examples(cfg.train_files)
+  steps = cfg.steps_per_epoch or max(1, num_examples // (per_replica *
+                                                         replicas))
+
+  def dataset_fn(ctx=None):
+    seed = cfg.seed + (ctx.input_pipeline_id if ctx else 0)
+    return input_fn.train_dataset(cfg.train_files, kind, per_replica, cfg.k,
+                                  seed=seed, size_constraints=constraints)
+
+  sample_graph, _ = next(iter(dataset_fn()))
+  with strategy.scope():
+    score_model = model_lib.build_score_model(cfg.model, sample_graph.spec,
+                                              stats)
+    ranker = model_lib.RankingModel(score_model, per_replica, cfg.k)
+    ranker.compile(
+        optimizer=tf.keras.optimizers.Adam(cfg.learning_rate),
+        loss=LOSSES[cfg.loss](),
+        metrics=[tfr.keras.metrics.OPAMetric(name="opa")],
+        jit_compile=bool(cfg.xla or cfg.tpu))
+  data = (strategy.distribute_datasets_from_function(dataset_fn)
+          if replicas > 1 or cfg.tpu else dataset_fn())
+  val = ValidationCallback(score_model, kind, cfg.valid_files,
+                           os.path.join(cfg.out_dir, "logs", "validation"),
+                           cfg.max_minutes)
+  metric, mode = metrics.PRIMARY[kind]
+  callbacks = [
+      tf.keras.callbacks.BackupAndRestore(os.path.join(cfg.out_dir,
+                                                       "backup")),
+      val,
+      tf.keras.callbacks.EarlyStopping(monitor=f"val_{metric}", mode=mode,
+                                       patience=cfg.patience),
+      tf.keras.callbacks.TensorBoard(os.path.join(cfg.out_dir, "logs")),
+      tf.keras.callbacks.CSVLogger(os.path.join(cfg.out_dir, "history.csv"),
+                                   append=True),
+  ]
+  start = time.time()
+  ranker.fit(data, epochs=cfg.epochs, steps_per_epoch=steps,
+             callbacks=callbacks, verbose=cfg.verbose)
+  seconds = time.time() - start
+  final = val.best_metrics or evaluate.evaluate(score_model, kind,
+                                                cfg.valid_files)[0]
+  metadata = {
+      "collection": cfg.collection, "k": cfg.k, "loss": cfg.loss,
+      "model": dataclasses.asdict(cfg.model), "valid_metrics": final,
+      "feature_stats": stats.to_json(),
+      "note": "trained on the data it was given; on tpurank synth data the "
+              "runtimes are simulated",
+  }
+  if cfg.export_path:
+    path = export.save(score_model, kind, cfg.export_path, metadata)
+  else:
+    path = export.export(score_model, kind, cfg.export_dir or os.path.join(
+        cfg.out_dir, "export"), metadata)
+  summary = {"collection": cfg.collection, "valid_metrics": final,
+             "best_epoch": None if val.best_epoch is None else
+             val.best_epoch + 1, "train_seconds": seconds,
+             "train_examples": num_examples, "steps_per_epoch": steps,
+             "replicas": replicas, "export": path}
+  with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
+    json.dump(summary, f, indent=2, default=float)
+  return summary
