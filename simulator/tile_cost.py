@@ -89,15 +89,19 @@ def profile(insts: list) -> KernelProfile:
 
 
 def tile_options(dim: int, position: int, rank: int) -> list[int]:
-  """Candidate tile sizes for one output dim (position from the left)."""
+  """Candidate tile sizes for one output dim (position from the left).
+
+  The most-minor dim tiles in lanes (multiples of 128), the second-minor in
+  sublanes (multiples of 8), others in small counts; the whole dim is always
+  a candidate.
+  """
   if position == rank - 1:
-    opts = {min(dim, t) for t in (128, 256, 512, 1024, 2048)}
+    opts = {128 * i for i in range(1, 17)}
   elif position == rank - 2:
-    opts = {min(dim, t) for t in (8, 16, 32, 64, 128, 256, 512)}
+    opts = {8 * i for i in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)}
   else:
-    opts = {min(dim, t) for t in (1, 2, 4, 8, 16)}
-  opts.add(dim)
-  return sorted(opts)
+    opts = {1, 2, 3, 4, 6, 8, 12, 16}
+  return sorted({t for t in opts if t < dim} | {dim})
 
 
 def default_tile(out_dims: tuple) -> tuple:
@@ -172,7 +176,8 @@ def sample_configs(prof: KernelProfile, rng: np.random.Generator,
   rank = len(prof.out_dims)
   options = [tile_options(d, i, rank) for i, d in enumerate(prof.out_dims)]
   cin_opts = [0] if not prof.conv else sorted(
-      {min(prof.conv[1], c) for c in (8, 32, 128, 512)} | {prof.conv[1]})
+      {min(prof.conv[1], c) for c in (8, 16, 32, 64, 128, 256, 512)} |
+      {prof.conv[1]})
   total = math.prod(len(o) for o in options) * len(cin_opts)
   count = min(count, total)
   seen = {default_tile(prof.out_dims) + (cin_opts[-1],)}

@@ -1,0 +1,54 @@
+"""Tests for pruning layout graphs to the configurable neighbourhood."""
+
+import dataclasses
+
+import numpy as np
+
+from pipeline import prune
+from schemas import npz_format
+
+
+def _path_graph(n=8, config=(3,)):
+  # A chain 0 <- 1 <- ... (node i+1 consumes node i).
+  edges = np.array([[i + 1, i] for i in range(n - 1)], dtype=np.int32)
+  return npz_format.Graph(
+      path="x.npz", kind="layout",
+      node_feat=np.arange(n * 140, dtype=np.float32).reshape(n, 140),
+      node_opcode=np.arange(n, dtype=np.int32), edge_index=edges,
+      config_runtime=np.ones(2, np.int64),
+      node_config_ids=np.array(config, np.int32),
+      node_splits=np.array([0, 4], np.int64))
+
+
+def test_neighbourhood_grows_by_hops_in_both_directions():
+  g = _path_graph()
+  assert list(prune.neighbourhood(g, 0)) == [3]
+  assert list(prune.neighbourhood(g, 1)) == [2, 3, 4]
+  assert list(prune.neighbourhood(g, 2)) == [1, 2, 3, 4, 5]
+
+
+def test_prune_renumbers_edges_configs_and_splits():
+  g = prune.prune(_path_graph(), 1)
+  assert g.num_nodes == 3
+  np.testing.assert_array_equal(g.node_opcode, [2, 3, 4])
+  np.testing.assert_array_equal(g.edge_index, [[1, 0], [2, 1]])
+  np.testing.assert_array_equal(g.node_config_ids, [1])
+  np.testing.assert_array_equal(g.node_splits, [0, 2])
+  np.testing.assert_array_equal(g.node_feat[0], _path_graph().node_feat[2])
+
+
+def test_whole_graph_and_tile_are_unchanged(tile_npz):
+  g = _path_graph()
+  assert prune.prune(g, -1) is g
+  t = npz_format.load_graph(tile_npz)
+  assert prune.prune(t, 1) is t
+
+
+def test_pruned_simulated_graph_keeps_every_configurable_node(layout_npz):
+  g = npz_format.load_graph(layout_npz)
+  p = prune.prune(g, 2)
+  assert p.num_nodes <= g.num_nodes
+  keep = prune.neighbourhood(g, 2)
+  np.testing.assert_array_equal(keep[p.node_config_ids], g.node_config_ids)
+  np.testing.assert_array_equal(p.node_opcode, g.node_opcode[keep])
+  assert dataclasses.replace(p).num_configs == g.num_configs

@@ -1,0 +1,93 @@
+"""Tests for expansion, labels and score placement."""
+
+import numpy as np
+import tensorflow as tf
+
+from trainer import graph_ops
+from trainer import input_fn
+from tests.trainer.helpers import make_records
+
+
+def _batch(path, n):
+  return next(iter(input_fn.read_records([path]).batch(n)))
+
+
+def test_layout_expansion_copies_graph_per_config(tmp_path):
+  path, _ = make_records(tmp_path, "layout", graphs=2, k=5)
+  serialized = _batch(path, 3)
+  merged = input_fn.parse_batch("layout", serialized)
+  out = graph_ops.expand("layout", merged)
+  k = merged.node_sets["config"].sizes.numpy()
+  n = merged.node_sets["op"].sizes.numpy()
+  m = merged.edge_sets["feed"].sizes.numpy()
+  example = np.repeat(np.arange(len(k)), k)
+  np.testing.assert_array_equal(out.node_sets["op"].sizes, n[example])
+  np.testing.assert_array_equal(out.edge_sets["feed"].sizes, m[example])
+  np.testing.assert_array_equal(out.context["example"], example)
+  np.testing.assert_array_equal(
+      out.context["slot"], np.concatenate([np.arange(1, x + 1) for x in k]))
+  # Config c's copy carries exactly config c's 18 features at its ops.
+  cfg = out.node_sets["op"]["cfg"].numpy()
+  offsets = np.r_[0, np.cumsum(n[example])]
+  nc_feat = merged.node_sets["node_config"]["feat"].numpy()
+  nc_op = merged.edge_sets["configures"].adjacency.target.numpy()
+  nc_cfg = merged.edge_sets["part_of"].adjacency.target.numpy()
+  op_off = np.r_[0, np.cumsum(n)]
+  for j in range(len(nc_feat)):
+    c = nc_cfg[j]
+    local = nc_op[j] - op_off[example[c]]
+    np.testing.assert_array_equal(cfg[offsets[c] + local, :18], nc_feat[j])
+    assert cfg[offsets[c] + local, 18] == 1
+  assert cfg[:, 18].sum() == len(nc_feat)
+  # Edges stay inside their copy; rev is feed reversed.
+  src = out.edge_sets["feed"].adjacency.source.numpy()
+  comp = np.repeat(np.arange(len(example)), m[example])
+  assert np.all((src >= offsets[comp]) & (src < offsets[comp + 1]))
+  np.testing.assert_array_equal(out.edge_sets["rev"].adjacency.target, src)
+
+
+def test_tile_expansion_keeps_one_component_per_example(tmp_path):
+  path, _ = make_records(tmp_path, "tile", graphs=2, k=4)
+  merged = input_fn.parse_batch("tile", _batch(path, 3))
+  out = graph_ops.expand("tile", merged)
+  assert int(out.num_components) == 3
+  np.testing.assert_array_equal(out.node_sets["config"]["feat"],
+                                merged.node_sets["config"]["feat"])
+  np.testing.assert_array_equal(out.edge_sets["rev"].adjacency.source,
+                                merged.edge_sets["feed"].adjacency.target)
+
+
+def test_labels_are_normalised_non_negative_and_padded(tmp_path):
+  path, _ = make_records(tmp_path, "layout", graphs=2, k=5)
+  merged = input_fn.parse_batch("layout", _batch(path, 4))
+  k = 7
+  labels = graph_ops.labels("layout", merged, k).numpy()
+  sizes = merged.node_sets["config"].sizes.numpy()
+  runtime = merged.node_sets["config"]["runtime"].numpy()
+  start = 0
+  for row, size in enumerate(sizes):
+    real, pad = labels[row, :size], labels[row, size:]
+    assert np.all(pad == -1)
+    assert np.all((real > 0) & (real <= 1)) and np.isclose(real.max(), 1)
+    rt = runtime[start:start + size]
+    # Faster configs get higher labels.
+    assert np.array_equal(np.argsort(-real, kind="stable"),
+                          np.argsort(rt, kind="stable"))
+    start += size
+
+
+def test_tile_labels_use_normalised_runtimes(tmp_path):
+  path, _ = make_records(tmp_path, "tile", graphs=1, k=5)
+  merged = input_fn.parse_batch("tile", _batch(path, 1))
+  cfg = merged.node_sets["config"]
+  norm = cfg["runtime"].numpy() / cfg["normalizer"].numpy()
+  labels = graph_ops.labels("tile", merged, 5).numpy()[0]
+  np.testing.assert_allclose(labels, norm.min() / norm, rtol=1e-5)
+
+
+def test_scores_to_matrix_drops_padding():
+  scores = tf.constant([1., 2., 3., 9.])
+  example = tf.constant([0, 1, 1, 0])
+  slot = tf.constant([1, 2, 1, 0])  # The last is padding.
+  m = graph_ops.scores_to_matrix(scores, example, slot, 2, 3).numpy()
+  np.testing.assert_array_equal(m, [[1, 0, 0], [3, 2, 0]])

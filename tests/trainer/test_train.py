@@ -1,0 +1,94 @@
+"""End-to-end training: CLI, resume after interruption, TFX run_fn."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from simulator import synth
+from tests.trainer.helpers import make_records
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+  out = str(tmp_path_factory.mktemp("data"))
+  for c in ("tile:xla", "layout:xla:random"):
+    synth.synth_collection(c, out, graphs=5, seed=0, scale="tiny",
+                           progress=False)
+  return out
+
+
+def _train(data, out, collection, *extra, wait=True):
+  cmd = [sys.executable, "-m", "tpurank.cli", "train", "--collection",
+         collection, "--data", data, "--out", out, "--hidden", "16",
+         "--layers", "1", "--k", "6", *extra]
+  proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  if not wait:
+    return proc
+  text, _ = proc.communicate(timeout=600)
+  assert proc.returncode == 0, text[-3000:]
+  return text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("collection,metric", [
+    ("tile:xla", "top5_error"), ("layout:xla:random", "kendall_tau")])
+def test_cli_trains_and_exports(tiny_data, tmp_path, collection, metric):
+  out = str(tmp_path / "run")
+  _train(tiny_data, out, collection, "--epochs", "2")
+  summary = json.load(open(os.path.join(out, "summary.json")))
+  assert metric in summary["valid_metrics"]
+  assert os.path.exists(os.path.join(out, "export", "1", "saved_model.pb"))
+  assert os.listdir(os.path.join(out, "logs"))  # TensorBoard events.
+
+
+@pytest.mark.slow
+def test_resume_after_interruption(tiny_data, tmp_path):
+  out = str(tmp_path / "run")
+  proc = _train(tiny_data, out, "layout:xla:random", "--epochs", "50",
+                "--patience", "50", wait=False)
+  history = os.path.join(out, "history.csv")
+  deadline = time.time() + 400
+  while time.time() < deadline:  # Wait for two finished epochs.
+    if os.path.exists(history) and len(open(history).readlines()) >= 3:
+      break
+    time.sleep(0.5)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  done = [int(r["epoch"]) for r in csv.DictReader(open(history))]
+  assert len(done) >= 2
+  _train(tiny_data, out, "layout:xla:random", "--epochs", str(done[-1] + 3),
+         "--patience", "50")
+  epochs = [int(r["epoch"]) for r in csv.DictReader(open(history))]
+  # The rerun continued after the last backed-up epoch, not from zero (the
+  # backup may be one epoch ahead of the log if the kill fell between).
+  assert epochs[len(done)] in (done[-1] + 1, done[-1] + 2)
+  assert epochs[-1] == done[-1] + 2
+
+
+@pytest.mark.slow
+def test_tfx_run_fn(tmp_path):
+  from tfx.components.trainer import fn_args_utils  # pylint: disable=g-import-not-at-top
+  from trainer import run_fn as run_fn_lib  # pylint: disable=g-import-not-at-top
+  train, _ = make_records(tmp_path, "tile", graphs=3, k=5, split="train")
+  valid, _ = make_records(tmp_path, "tile", graphs=2, k=5, split="valid",
+                          seed=1)
+  fn_args = fn_args_utils.FnArgs(
+      train_files=[train], eval_files=[valid], train_steps=2,
+      serving_model_dir=str(tmp_path / "serving"),
+      model_run_dir=str(tmp_path / "run"),
+      custom_config={"collection": "tile:xla",
+                     "hparams": {"epochs": 1, "k": 5},
+                     "model": {"hidden": 16, "layers": 1}})
+  summary = run_fn_lib.run_fn(fn_args)
+  assert os.path.exists(tmp_path / "serving" / "saved_model.pb")
+  assert "top5_error" in summary["valid_metrics"]

@@ -1,0 +1,38 @@
+"""The TFX Trainer entry point: `run_fn(fn_args)`.
+
+`custom_config` carries `collection` (required) and optional `hparams`, a
+dict of `TrainConfig` fields (e.g. {"max_minutes": 5, "loss": "softmax"}) and
+`model`, a dict of `ModelConfig` fields. The SavedModel goes to
+`fn_args.serving_model_dir` (the Pusher versions it); checkpoints, logs and
+backups to `fn_args.model_run_dir`.
+"""
+
+from trainer import input_fn
+from trainer import model as model_lib
+from trainer import train as train_lib
+
+
+def config_from_fn_args(fn_args) -> train_lib.TrainConfig:
+  """The TrainConfig of a TFX Trainer invocation."""
+  custom = dict(fn_args.custom_config or {})
+  if "collection" not in custom:
+    raise ValueError("custom_config must name the collection, e.g. "
+                     "{'collection': 'layout:xla:random'}")
+  collection = custom["collection"]
+  hparams = dict(custom.get("hparams", {}))
+  if fn_args.train_steps:
+    hparams.setdefault("steps_per_epoch", int(fn_args.train_steps))
+  kind = collection.split(":")[0]
+  model = model_lib.ModelConfig(kind=kind, **custom.get("model", {}))
+  return train_lib.TrainConfig(
+      collection=collection,
+      train_files=input_fn.list_record_files(fn_args.train_files),
+      valid_files=input_fn.list_record_files(fn_args.eval_files),
+      out_dir=fn_args.model_run_dir,
+      export_path=fn_args.serving_model_dir,
+      model=model, **hparams)
+
+
+def run_fn(fn_args):
+  """Trains and exports; called by the TFX Trainer's GenericExecutor."""
+  return train_lib.train(config_from_fn_args(fn_args))
