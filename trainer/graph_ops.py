@@ -9,7 +9,9 @@ example, as `merge_batch_to_components` gives) and returns the model's input:
   context, so the graph is encoded once for all its configs;
 * layout examples become one component per config: a copy of the (pruned)
   graph whose configurable ops carry that config's 18 features in `cfg`
-  (early join), since a layout config changes how every op around it runs.
+  (early join), since a layout config changes how every op around it runs,
+  and in `phys` what that layout means physically (see
+  `physical_layout_features`).
 
 Each component (layout) or config node (tile) also gets `example` (its
 example in the batch) and `slot` (1 + its position in the example; padding
@@ -105,6 +107,7 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   cfg = tf.scatter_nd(new_op[:, None], values,
                       tf.stack([total_new, CFG_WIDTH]))
 
+  new_feat = tf.gather(op["feat"], old_op)
   feed_new = tfgnn.EdgeSet.from_fields(
       sizes=m_new,
       adjacency=tfgnn.Adjacency.from_indices(source=("op", src),
@@ -116,9 +119,84 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
       node_sets={"op": tfgnn.NodeSet.from_fields(
           sizes=n_new,
           features={"opcode": tf.gather(op["opcode"], old_op),
-                    "feat": tf.gather(op["feat"], old_op),
-                    "cfg": cfg})},
+                    "feat": new_feat, "cfg": cfg,
+                    "phys": physical_layout_features(new_feat, cfg, src,
+                                                     tgt)})},
       edge_sets=_with_rev(feed_new))
+
+
+def _layout_phys(dims, current, chosen):
+  """Physical meaning of one layout choice for a tensor of shape `dims`.
+
+  Args:
+    dims: [N, 6] shape dims (0-padded).
+    current: [N, 6] the tensor's current minor_to_major (stands in for the
+      compiler default, chosen = all -1).
+    chosen: [N, 6] the configured minor_to_major, -1 padded.
+
+  Returns:
+    [N, 7]: log sizes of the most-minor and second-minor dims, log padding
+    waste of each to (128, 8), log padded/real volume, "default chosen",
+    "same as current".
+  """
+  rank = tf.reduce_sum(tf.cast(dims > 0, tf.int32), axis=1)
+  current = tf.cast(tf.round(current), tf.int32)
+  chosen = tf.cast(tf.round(chosen), tf.int32)
+  is_default = chosen[:, 0] < 0
+  perm = tf.clip_by_value(tf.where(is_default[:, None], current, chosen), 0,
+                          5)
+  minor = tf.maximum(tf.gather(dims, perm[:, 0], batch_dims=1), 1.0)
+  second = tf.where(rank >= 2, tf.gather(dims, perm[:, 1], batch_dims=1), 1.0)
+  second = tf.maximum(second, 1.0)
+  pad_minor = tf.math.ceil(minor / 128.0) * 128.0 / minor
+  pad_second = tf.math.ceil(second / 8.0) * 8.0 / second
+  same = tf.reduce_all(tf.logical_or(tf.equal(chosen, current),
+                                     tf.range(6)[None, :] >= rank[:, None]),
+                       axis=1)
+  return tf.stack([
+      tf.math.log(minor), tf.math.log(second), tf.math.log(pad_minor),
+      tf.math.log(pad_second), tf.math.log(pad_minor * pad_second),
+      tf.cast(is_default, tf.float32),
+      tf.cast(tf.logical_or(same, is_default), tf.float32)], axis=1)
+
+
+def physical_layout_features(feat: tf.Tensor, cfg: tf.Tensor, src: tf.Tensor,
+                             tgt: tf.Tensor) -> tf.Tensor:
+  """What a configurable op's chosen layouts mean physically.
+
+  TPU memory is tiled (8, 128) over the two most-minor dims, so whether a
+  layout is good depends on the sizes it puts there. For the output layout
+  (config features 0-5) this reads the op's own shape (node features 21-26)
+  and current layout (134-139); for the input (6-11) and kernel (12-17)
+  layouts, those of its first and second operand (the producers of its first
+  and second incoming `feed` edges, edges being in operand order). See
+  `_layout_phys` for the 7 values per layout. Zero for other ops.
+
+  Args:
+    feat: [N, 140] raw node features.
+    cfg: [N, 19] config features plus the configurable flag.
+    src, tgt: [M] feed edges (producer -> consumer).
+
+  Returns:
+    [N, PHYS_WIDTH] float32.
+  """
+  n = tf.shape(feat)[0]
+  m = tf.shape(src)[0]
+  edge_ids = tf.range(m)
+  first = tf.math.unsorted_segment_min(edge_ids, tgt, n)
+  rest = tf.where(tf.gather(first, tgt) == edge_ids, m, edge_ids)
+  second = tf.math.unsorted_segment_min(rest, tgt, n)
+  parts = [_layout_phys(feat[:, 21:27], feat[:, 134:140], cfg[:, 0:6])]
+  for edge, group in ((first, slice(6, 12)), (second, slice(12, 18))):
+    has = edge < m
+    producer = tf.gather(src, tf.where(has, edge, 0))
+    pfeat = tf.gather(feat, producer)
+    phys = _layout_phys(pfeat[:, 21:27], pfeat[:, 134:140], cfg[:, group])
+    parts.append(phys * tf.cast(has, tf.float32)[:, None])
+  return tf.concat(parts, axis=1) * cfg[:, 18:19]
+
+
+PHYS_WIDTH = 21
 
 
 def expand(kind: str, graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:

@@ -11,8 +11,8 @@ that place each score in its example.
   config values one-hot (-1..5) plus an "is configurable" flag (early join).
 * Message passing: `layers` rounds of GraphSAGE, GATv2 or MtAlbis over `feed`
   (along the data flow) and `rev` (against it).
-* Layout readout: mean of all op states and mean over the configurable ops,
-  per component (= config), through an MLP. Tile readout: mean and max of the
+* Layout readout: a scalar contribution per op (an MLP of its state), averaged
+  per component (= config), as runtimes sum over ops. Tile readout: mean and max of the
   op states, broadcast to every config node, joined with the config's
   features, through an MLP.
 * `gnn="none"` with `config_only=True` is the no-graph baseline: it scores a
@@ -143,7 +143,14 @@ def _gnn_layer(cfg: ModelConfig, i: int) -> tf.keras.layers.Layer:
 
 
 class LayoutReadout(tf.keras.layers.Layer):
-  """Per-component score from all ops and from the configurable ops.
+  """Per-component score as a sum of per-op contributions.
+
+  A layout config's runtime is a sum over ops (each op's roofline plus the
+  copies on its edges), so each op's final state is mapped to a scalar
+  contribution, aggregated per component (= config). The mean is used: all
+  copies of a graph have the same op count, so it ranks like the sum but
+  stays in range whatever the graph size. Ops a config does not touch add
+  the same amount to every config of the graph, which ranking ignores.
 
   Init args:
     hidden: MLP width.
@@ -158,19 +165,13 @@ class LayoutReadout(tf.keras.layers.Layer):
     self._mlp = _mlp(hidden, dropout, "layout_head")
 
   def call(self, graph, inputs):
-    """Scores from the final `graph` states; `inputs` has the cfg flags."""
+    """Scores from the final `graph` states; `inputs` has the config slots."""
     h = graph.node_sets["op"][tfgnn.HIDDEN_STATE]
-    flag = inputs.node_sets["op"]["cfg"][:, 18:19]
-    mean_all = tfgnn.pool_nodes_to_context(graph, "op", "mean", feature_value=h)
-    conf_sum = tfgnn.pool_nodes_to_context(graph, "op", "sum",
-                                           feature_value=h * flag)
-    conf_n = tfgnn.pool_nodes_to_context(graph, "op", "sum",
-                                         feature_value=flag)
-    conf_mean = conf_sum / tf.maximum(conf_n, 1.0)
-    score = _bounded(self._mlp(tf.concat([mean_all, conf_mean],
-                                         axis=-1))[:, 0])
-    return {"scores": score, "example": graph.context["example"],
-            "slot": graph.context["slot"]}
+    contribution = self._mlp(h)
+    total = tfgnn.pool_nodes_to_context(graph, "op", "mean",
+                                        feature_value=contribution)[:, 0]
+    return {"scores": _bounded(total), "example": inputs.context["example"],
+            "slot": inputs.context["slot"]}
 
 
 class TileReadout(tf.keras.layers.Layer):
@@ -240,6 +241,8 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
                   embed(tf.cast(node_set["opcode"], tf.int32))]
       if layout:
         parts.append(_layout_cfg(node_set["cfg"]))
+        if not cfg.config_only:  # phys also reads the op's shape.
+          parts.append(node_set["phys"])
       if not parts:  # Tile config-only: ops are unused.
         return tf.zeros_like(node_set["feat"][:, :1])
       return op_dense(tf.concat(parts, axis=-1))

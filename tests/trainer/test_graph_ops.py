@@ -91,3 +91,27 @@ def test_scores_to_matrix_drops_padding():
   slot = tf.constant([1, 2, 1, 0])  # The last is padding.
   m = graph_ops.scores_to_matrix(scores, example, slot, 2, 3).numpy()
   np.testing.assert_array_equal(m, [[1, 0, 0], [3, 2, 0]])
+
+
+def test_physical_layout_features_by_hand():
+  feat = np.zeros((3, 140), np.float32)
+  feat[0, 21:23] = (4, 128)  # Producer, layout (1, 0).
+  feat[0, 134:136] = (1, 0)
+  feat[1, 21:23] = (3, 224)  # Consumer, layout (1, 0), configurable.
+  feat[1, 134:136] = (1, 0)
+  cfg = -np.ones((3, 19), np.float32)
+  cfg[:, 18] = 0
+  cfg[1, 18] = 1
+  cfg[1, 0:2] = (0, 1)  # Output: dim 0 (size 3) most minor.
+  cfg[1, 6:8] = (1, 0)  # Input: as the producer has it.
+  src, tgt = np.array([0]), np.array([1])
+  phys = graph_ops.physical_layout_features(feat, cfg, src, tgt).numpy()
+  assert phys.shape == (3, graph_ops.PHYS_WIDTH)
+  assert not phys[[0, 2]].any()  # Only configurable ops get values.
+  out, inp, kern = phys[1, :7], phys[1, 7:14], phys[1, 14:]
+  np.testing.assert_allclose(out[:5], np.log([3, 224, 128 / 3, 1,
+                                               128 / 3]), rtol=1e-5)
+  assert out[5] == 0 and out[6] == 0  # Explicit, and not the current one.
+  np.testing.assert_allclose(inp[:5], np.log([128, 4, 1, 2, 2]), rtol=1e-5)
+  assert inp[5] == 0 and inp[6] == 1  # Same as the producer's layout.
+  assert not kern.any()  # No second operand.
