@@ -9,4 +9,5 @@ COMMANDS = {
     "synth": "synth",
     "validate": "validate",
     "train": "train",
+    "rank": "rank",
 }

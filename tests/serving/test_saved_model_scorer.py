@@ -1,0 +1,56 @@
+"""Tests for scoring whole graphs with an exported model, and `tpurank rank`."""
+
+import numpy as np
+import pytest
+
+from pipeline import examples
+from schemas import npz_format
+from serving.saved_model_scorer import SavedModelScorer
+from tpurank import cli
+from trainer import export
+from trainer import input_fn
+from trainer import model as model_lib
+from tests.trainer.helpers import unit_stats
+
+
+@pytest.fixture
+def exported(tmp_path, layout_npz):
+  g = npz_format.load_graph(layout_npz)
+  ex = list(examples.graph_examples(g, "layout:x:g", 4, "valid", hops=2))
+  graph = input_fn.model_input("layout", np.array(ex[:2], dtype=object))
+  sm = model_lib.build_score_model(
+      model_lib.ModelConfig(kind="layout", hidden=16, layers=1),
+      graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
+      unit_stats())
+  return sm, export.export(sm, "layout", str(tmp_path / "m"), {}), g
+
+
+def test_every_config_scored_in_chunks_like_the_model(exported):
+  sm, path, g = exported
+  scorer = SavedModelScorer(path, k=5, batch=3)
+  scores = scorer.score_graph(g, "layout:x:g")
+  assert scores.shape == (g.num_configs,) and not np.isnan(scores).any()
+  ex = list(examples.graph_examples(g, "layout:x:g", g.num_configs, "valid",
+                                    hops=2))
+  direct = sm(input_fn.model_input("layout", np.array(ex, dtype=object)))
+  np.testing.assert_allclose(scores, -direct["scores"].numpy(), rtol=1e-4,
+                             atol=1e-5)
+
+
+def test_rank_command_prints_the_best_configs(exported, layout_npz, capsys):
+  _, path, g = exported
+  base = path.rsplit("/", 1)[0]  # The newest version is picked.
+  assert cli.main(["rank", "--graph", layout_npz, "--model", base,
+                   "--top", "3"]) == 0
+  out = capsys.readouterr().out.splitlines()
+  rows = [l.split() for l in out if l.strip()[:1].isdigit()]
+  assert [int(r[0]) for r in rows] == [1, 2, 3]
+  scores = SavedModelScorer(path).score_graph(g, "x")
+  assert [int(r[1]) for r in rows] == list(np.argsort(scores,
+                                                      kind="stable")[:3])
+
+
+def test_rank_bad_model_dir(tmp_path, layout_npz, capsys):
+  assert cli.main(["rank", "--graph", layout_npz, "--model",
+                   str(tmp_path)]) == 2
+  assert "model: expected a SavedModel" in capsys.readouterr().err
