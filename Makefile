@@ -6,6 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
+TPURANK := $(VENV)/bin/tpurank
 STAMP := $(VENV)/.tpurank-installed
 DEMO_DIR ?= demo_out
 export TF_CPP_MIN_LOG_LEVEL ?= 2
@@ -47,9 +48,14 @@ $(STAMP): requirements.lock pyproject.toml | $(UV)
 lock: | $(UV)
 	$(UV) pip compile --python-version 3.10 --python $(PY) requirements.in -o requirements.lock
 
+# Simulated data (see README): synthesize, validate, train ~2 minutes, rank
+# the configs of one validation graph.
 demo: setup
-	$(VENV)/bin/tpurank synth --collection all --scale tiny --seed 0 --out $(DEMO_DIR)/data --quiet
-	$(VENV)/bin/tpurank validate --quiet $(DEMO_DIR)/data/npz
+	rm -rf $(DEMO_DIR)
+	$(TPURANK) synth --collection tile:xla --scale small --graphs 120 --seed 0 --out $(DEMO_DIR)/data --quiet
+	$(TPURANK) validate --quiet $(DEMO_DIR)/data/npz
+	$(TPURANK) train --collection tile:xla --data $(DEMO_DIR)/data --out $(DEMO_DIR)/run --max-minutes 2
+	$(TPURANK) rank --graph $$(ls $(DEMO_DIR)/data/npz/tile/xla/valid/*.npz | head -1) --model $(DEMO_DIR)/run/export --top 5
 
 test: setup
 	$(PY) -m pytest -q -ra tests
