@@ -52,7 +52,7 @@ lock: | $(UV)
 # the configs of one validation graph.
 demo: setup
 	rm -rf $(DEMO_DIR)
-	$(TPURANK) synth --collection tile:xla --scale small --graphs 120 --seed 0 --out $(DEMO_DIR)/data --quiet
+	$(TPURANK) synth --collection tile:xla --scale small --seed 0 --out $(DEMO_DIR)/data --quiet
 	$(TPURANK) validate --quiet $(DEMO_DIR)/data/npz
 	$(TPURANK) train --collection tile:xla --data $(DEMO_DIR)/data --out $(DEMO_DIR)/run --max-minutes 2
 	$(TPURANK) rank --graph $$(ls $(DEMO_DIR)/data/npz/tile/xla/valid/*.npz | head -1) --model $(DEMO_DIR)/run/export --top 5

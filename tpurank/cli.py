@@ -6,7 +6,10 @@ no traceback.
 
 import argparse
 import importlib
+import logging
+import os
 import sys
+import warnings
 
 from schemas.errors import InputError
 from tpurank import __version__
@@ -37,7 +40,17 @@ def build_parser(only=None) -> argparse.ArgumentParser:
   return parser
 
 
+def _quiet_libraries():
+  """Keeps TensorFlow's start-up chatter (CUDA probes on CPU machines,
+  deprecation notes) out of the user's terminal; errors still show."""
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  warnings.filterwarnings("ignore", category=FutureWarning)
+  warnings.filterwarnings("ignore", category=DeprecationWarning)
+  logging.getLogger("tensorflow").setLevel(logging.ERROR)
+
+
 def main(argv=None) -> int:
+  _quiet_libraries()
   argv = sys.argv[1:] if argv is None else list(argv)
   # Load only the chosen subcommand's module (and so its imports).
   chosen = next((a for a in argv if not a.startswith("-")), None)

@@ -94,6 +94,7 @@ class ValidationCallback(tf.keras.callbacks.Callback):
   def __init__(self, score_model, kind, files, log_dir, max_minutes):
     super().__init__()
     self._score_model, self._kind, self._files = score_model, kind, files
+    self._scorer = evaluate.RecordScorer(score_model, kind)
     self._metric, self._mode = metrics.PRIMARY[kind]
     self._writer = tf.summary.create_file_writer(log_dir)
     self._deadline = time.time() + 60 * max_minutes
@@ -108,7 +109,7 @@ class ValidationCallback(tf.keras.callbacks.Callback):
     return value > self.best if self._mode == "max" else value < self.best
 
   def on_epoch_end(self, epoch, logs=None):
-    result, _ = evaluate.evaluate(self._score_model, self._kind, self._files)
+    result, _ = evaluate.metrics_of(self._kind, self._scorer(self._files))
     with self._writer.as_default():
       for name, value in result.items():
         tf.summary.scalar(f"val_{name}", value, step=epoch)

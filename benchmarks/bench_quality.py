@@ -1,0 +1,137 @@
+"""Quality benchmark on SIMULATED data: GNN vs no-graph baseline vs random.
+
+Usage:
+  python -m benchmarks.bench_quality [--minutes M] [--seeds 0 1 2]
+      [--collections ...] [--data DIR] [--report FILE]
+
+For each collection (simulated with `tpurank synth --scale small`, fixed
+seed), trains the GNN and the config-only model (same loss, same budget of
+M CPU-minutes, via `tpurank train`), scores every config of every validation
+graph, and reports beside them a random ranking, the compiler default (first
+config) where relevant, and the noise ceiling (Kendall tau between the
+simulator's noiseless and measured runtimes: no predictor beats it on
+average). Runtimes are simulated: these are not TpuGraphs results.
+"""
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from schemas import npz_format
+from simulator import synth
+from trainer import metrics
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _valid_graphs(data, collection):
+  folder = npz_format.collection_dir(data, collection, "valid")
+  return [npz_format.load_graph(f) for f in sorted(glob.glob(folder +
+                                                             "/*.npz"))]
+
+
+def reference_metrics(kind, graphs, seed) -> dict:
+  """Random ranking, compiler default first, and the noise ceiling."""
+  rng = np.random.default_rng(seed)
+  rows = {"random": [], "noise ceiling": []}
+  for g in graphs:
+    rt = g.config_runtime.astype(np.float64)
+    norm = g.config_runtime_normalizers if kind == "tile" else None
+    noiseless = g.read_extra(synth.NOISELESS_KEY)
+    rows["random"].append(metrics.graph_metrics(
+        kind, rng.permutation(len(rt)).astype(float), rt, norm))
+    rows["noise ceiling"].append(metrics.graph_metrics(kind, noiseless, rt,
+                                                       norm))
+  return {k: metrics.collection_metrics(kind, v) for k, v in rows.items()}
+
+
+def train_and_score(data, collection, out, minutes, seed, config_only):
+  cmd = [sys.executable, "-m", "tpurank.cli", "train", "--collection",
+         collection, "--data", data, "--out", out, "--max-minutes",
+         str(minutes), "--seed", str(seed)]
+  if config_only:
+    cmd.append("--config-only")
+  start = time.time()
+  subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
+                 stderr=subprocess.DEVNULL)
+  summary = json.load(open(os.path.join(out, "summary.json")))
+  summary["wall_seconds"] = time.time() - start
+  return summary
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--minutes", type=float, default=10.0)
+  parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+  parser.add_argument("--collections", nargs="+",
+                      default=list(npz_format.COLLECTIONS))
+  parser.add_argument("--data", default="bench_out/quality/data")
+  parser.add_argument("--report", default="benchmarks/results/quality.md")
+  args = parser.parse_args()
+  results = {}
+  for c in args.collections:
+    if not glob.glob(npz_format.collection_dir(args.data, c, "valid") +
+                     "/*.npz"):
+      synth.synth_collection(c, args.data, seed=0, scale="small",
+                             progress=False)
+    kind = npz_format.collection_kind(c)
+    ref = reference_metrics(kind, _valid_graphs(args.data, c), 0)
+    runs = {"GNN": [], "config-only": []}
+    for seed in args.seeds:
+      for name, config_only in (("GNN", False), ("config-only", True)):
+        out = os.path.join(os.path.dirname(args.data), "runs",
+                           c.replace(":", "_"), f"{name}-{seed}")
+        runs[name].append(train_and_score(args.data, c, out, args.minutes,
+                                          seed, config_only))
+        print(c, name, seed, runs[name][-1]["valid_metrics"], flush=True)
+    results[c] = {"reference": ref, "runs": runs}
+  _write(args, results)
+
+
+def _fmt(values):
+  values = [v for v in values if v is not None]
+  if not values:
+    return "-"
+  if len(values) == 1:
+    return f"{values[0]:.3f}"
+  return f"{np.mean(values):.3f} ± {np.std(values):.3f}"
+
+
+def _write(args, results):
+  lines = ["# Quality on SIMULATED data", "",
+           "Runtimes come from tpurank's simulator (README): these are not "
+           "TpuGraphs results.", "",
+           f"Command: `python -m benchmarks.bench_quality --minutes "
+           f"{args.minutes:g} --seeds {' '.join(map(str, args.seeds))}`  ",
+           f"Date: {time.strftime('%Y-%m-%d %H:%M')}; valid split of "
+           "`tpurank synth --scale small --seed 0`; each model trained for "
+           f"at most {args.minutes:g} minutes on 2 CPU cores; mean ± std over "
+           "seeds.", ""]
+  for c, r in results.items():
+    kind = npz_format.collection_kind(c)
+    names = (["kendall_tau", "opa"] if kind == "layout" else
+             ["top1_error", "top5_error", "top10_error"])
+    lines += [f"## {c}", "", "| model | " + " | ".join(names) + " |",
+              "|---|" + "---|" * len(names)]
+    for name, runs in r["runs"].items():
+      lines.append(f"| {name} | " + " | ".join(
+          _fmt([run["valid_metrics"].get(n) for run in runs])
+          for n in names) + " |")
+    for name, m in r["reference"].items():
+      lines.append(f"| {name} | " + " | ".join(_fmt([m.get(n)])
+                                               for n in names) + " |")
+    lines.append("")
+  os.makedirs(os.path.dirname(args.report) or ".", exist_ok=True)
+  with open(args.report, "w") as f:
+    f.write("\n".join(lines) + "\n")
+  print(f"wrote {args.report}")
+
+
+if __name__ == "__main__":
+  main()
