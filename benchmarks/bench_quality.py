@@ -23,6 +23,8 @@ import time
 
 import numpy as np
 
+from benchmarks import report
+
 from schemas import npz_format
 from simulator import synth
 from trainer import metrics
@@ -127,10 +129,7 @@ def _write(args, results):
       lines.append(f"| {name} | " + " | ".join(_fmt([m.get(n)])
                                                for n in names) + " |")
     lines.append("")
-  os.makedirs(os.path.dirname(args.report) or ".", exist_ok=True)
-  with open(args.report, "w") as f:
-    f.write("\n".join(lines) + "\n")
-  print(f"wrote {args.report}")
+  report.write_report(args.report, lines)
 
 
 if __name__ == "__main__":

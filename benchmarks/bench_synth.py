@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from benchmarks import report
+
 _CHILD = r"""
 import json, os, resource, sys, time
 import numpy as np
@@ -87,10 +89,7 @@ def main():
             f"({mb / one['seconds']:.1f} MB/s);",
             f"- peak RSS {one['peak_rss_mb']:.0f} MB (process total, "
             "Python and NumPy included)."]
-  os.makedirs(os.path.dirname(args.report) or ".", exist_ok=True)
-  with open(args.report, "w") as f:
-    f.write("\n".join(lines) + "\n")
-  print(f"wrote {args.report}")
+  report.write_report(args.report, lines)
 
 
 if __name__ == "__main__":

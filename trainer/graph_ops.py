@@ -54,6 +54,49 @@ def _slots(sizes):
   return example, position + 1
 
 
+def tile_config_features(graph: tfgnn.GraphTensor) -> tf.Tensor:
+  """What each tile config means for its kernel's output shape.
+
+  From the kernel's output shape (node features 21-26 of its root op) and
+  the config's output tile sizes (config features 8-13): per dim, log of the
+  number of tiles along it; log of all tiles; log padding waste of the tile's
+  most-minor size to 128 and second-minor to 8 (TPU's (8, 128) tiling); log
+  of the padded tile volume. [configs, TILE_PHYS_WIDTH] float32.
+  """
+  op = graph.node_sets["op"]
+  feat = op["feat"]
+  n = tf.shape(feat)[0]
+  comp_of_node = tf.repeat(tf.range(tf.size(op.sizes)),
+                           tf.cast(op.sizes, tf.int32))
+  is_root = feat[:, 0] > 0
+  root = tf.math.unsorted_segment_max(
+      tf.where(is_root, tf.range(n), -1), comp_of_node, tf.size(op.sizes))
+  root = tf.maximum(root, 0)
+  config = graph.node_sets["config"]
+  comp_of_config = tf.repeat(tf.range(tf.size(config.sizes)),
+                             tf.cast(config.sizes, tf.int32))
+  dims = tf.gather(tf.gather(feat, root)[:, 21:27], comp_of_config)
+  tiles = config["feat"][:, 8:14]
+  valid = (dims > 0) & (tiles > 0)
+  per_dim = tf.where(valid, tf.math.log(tf.math.ceil(
+      dims / tf.maximum(tiles, 1.0))), 0.0)
+  rank = tf.reduce_sum(tf.cast(dims > 0, tf.int32), axis=1)
+  minor = tf.gather(tiles, tf.maximum(rank - 1, 0), batch_dims=1)
+  second = tf.where(rank >= 2, tf.gather(tiles, tf.maximum(rank - 2, 0),
+                                         batch_dims=1), 1.0)
+  minor, second = tf.maximum(minor, 1.0), tf.maximum(second, 1.0)
+  pad_minor = tf.math.log(tf.math.ceil(minor / 128.0) * 128.0 / minor)
+  pad_second = tf.math.log(tf.math.ceil(second / 8.0) * 8.0 / second)
+  volume = tf.reduce_sum(tf.where(valid, tf.math.log(tf.maximum(tiles, 1.0)),
+                                  0.0), axis=1) + pad_minor + pad_second
+  return tf.concat([per_dim, tf.stack([
+      tf.reduce_sum(per_dim, axis=1), pad_minor, pad_second, volume],
+                                      axis=1)], axis=1)
+
+
+TILE_PHYS_WIDTH = 10
+
+
 def expand_tile(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   """Tile: adds reversed edges and config slots; one component per example."""
   config = graph.node_sets["config"]
@@ -67,8 +110,9 @@ def expand_tile(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
                         for k in ("opcode", "feat")}),
           "config": tfgnn.NodeSet.from_fields(
               sizes=config.sizes,
-              features={"feat": config["feat"], "example": example,
-                        "slot": slot}),
+              features={"feat": config["feat"],
+                        "phys": tile_config_features(graph),
+                        "example": example, "slot": slot}),
       },
       edge_sets=_with_rev(graph.edge_sets["feed"]))
 

@@ -247,7 +247,10 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
         return tf.zeros_like(node_set["feat"][:, :1])
       return op_dense(tf.concat(parts, axis=-1))
     if node_set_name == "config":
-      return config_dense(config_norm(node_set["feat"]))
+      parts = [config_norm(node_set["feat"])]
+      if not cfg.config_only:  # phys also reads the kernel's output shape.
+        parts.append(node_set["phys"])
+      return config_dense(tf.concat(parts, axis=-1))
     return None
 
   inputs = tf.keras.layers.Input(type_spec=input_spec)

@@ -115,3 +115,22 @@ def test_physical_layout_features_by_hand():
   np.testing.assert_allclose(inp[:5], np.log([128, 4, 1, 2, 2]), rtol=1e-5)
   assert inp[5] == 0 and inp[6] == 1  # Same as the producer's layout.
   assert not kern.any()  # No second operand.
+
+
+def test_tile_config_features_by_hand(tmp_path):
+  path, graphs = make_records(tmp_path, "tile", graphs=1, k=4)
+  merged = input_fn.parse_batch("tile", _batch(path, 1))
+  phys = graph_ops.tile_config_features(merged).numpy()
+  g = graphs[0]
+  root = int(np.flatnonzero(g.node_feat[:, 0])[0])
+  dims = g.node_feat[root, 21:27]
+  rank = int((dims > 0).sum())
+  idx = merged.node_sets["config"]["index"].numpy()
+  for row, i in enumerate(idx):
+    tiles = g.config_feat[i, 8:14]
+    want = [np.log(np.ceil(d / t)) if d > 0 and t > 0 else 0.0
+            for d, t in zip(dims, tiles)]
+    np.testing.assert_allclose(phys[row, :6], want, rtol=1e-5, atol=1e-6)
+    minor = tiles[rank - 1]
+    np.testing.assert_allclose(
+        phys[row, 7], np.log(np.ceil(minor / 128) * 128 / minor), atol=1e-6)
