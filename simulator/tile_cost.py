@@ -25,7 +25,6 @@ import math
 import numpy as np
 
 from schemas import features as F
-from schemas.node_encoding import Instruction
 from simulator import hardware as hw
 
 
