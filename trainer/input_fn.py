@@ -110,17 +110,17 @@ def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
   return ds.map(prepare, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
 
 
-def size_constraints_for(files: Sequence[str], kind: str, batch_size: int,
-                         max_batches: int = 200) -> tfgnn.SizeConstraints:
-  """Totals that fit any batch of `batch_size` examples of these files.
+def scan_examples(files: Sequence[str], kind: str) -> tuple[int, tuple]:
+  """One pass over the records: the example count and the largest sizes.
 
-  Takes the largest examples seen (up to `max_batches` batches' worth), so
-  that the padded shapes are static and fit every batch.
+  Returns:
+    (examples, (components, {node set: nodes}, {edge set: edges})) where
+    each size is the largest any single example has after expansion.
   """
   ds = read_records(files).batch(1).map(lambda s: model_input(kind, s))
-  ds = ds.take(max_batches * batch_size)
-  biggest = None
+  count, biggest = 0, None
   for g in ds:
+    count += 1
     sizes = (int(g.num_components),
              {n: int(ns.total_size) for n, ns in g.node_sets.items()},
              {n: int(es.total_size) for n, es in g.edge_sets.items()})
@@ -132,9 +132,24 @@ def size_constraints_for(files: Sequence[str], kind: str, batch_size: int,
                  {n: max(v, sizes[2][n]) for n, v in biggest[2].items()})
   if biggest is None:
     raise fail(files[0], "records", "at least one example", "none")
-  # Room for batch_size of the largest examples plus one padding node/edge
-  # and one padding component, as TF-GNN's padding requires.
+  return count, biggest
+
+
+def constraints_for(biggest: tuple, batch_size: int) -> tfgnn.SizeConstraints:
+  """Totals that fit any batch of `batch_size` examples (see scan_examples).
+
+  Room for batch_size of the largest examples plus one padding node/edge
+  and one padding component, as TF-GNN's padding requires; so every batch
+  fits and none is skipped.
+  """
+  components, nodes, edges = biggest
   return tfgnn.SizeConstraints(
-      total_num_components=biggest[0] * batch_size + 1,
-      total_num_nodes={n: v * batch_size + 1 for n, v in biggest[1].items()},
-      total_num_edges={n: v * batch_size + 1 for n, v in biggest[2].items()})
+      total_num_components=components * batch_size + 1,
+      total_num_nodes={n: v * batch_size + 1 for n, v in nodes.items()},
+      total_num_edges={n: v * batch_size + 1 for n, v in edges.items()})
+
+
+def size_constraints_for(files: Sequence[str], kind: str,
+                         batch_size: int) -> tfgnn.SizeConstraints:
+  """Totals that fit any batch of `batch_size` examples of these files."""
+  return constraints_for(scan_examples(files, kind)[1], batch_size)

@@ -134,10 +134,6 @@ class ValidationCallback(tf.keras.callbacks.Callback):
       self._score_model.set_weights(self.best_weights)
 
 
-def _count_examples(files) -> int:
-  return int(input_fn.read_records(files).reduce(0, lambda n, _: n + 1))
-
-
 def train(cfg: TrainConfig) -> dict:
   """Trains, validates, exports. Returns a summary (also in summary.json)."""
   tf.keras.utils.set_random_seed(cfg.seed)
@@ -147,10 +143,9 @@ def train(cfg: TrainConfig) -> dict:
   replicas = strategy.num_replicas_in_sync
   per_replica = max(1, cfg.batch_size // replicas)
   stats = feature_stats.compute(cfg.train_files, kind)
-  constraints = (input_fn.size_constraints_for(cfg.train_files, kind,
-                                               per_replica)
+  num_examples, biggest = input_fn.scan_examples(cfg.train_files, kind)
+  constraints = (input_fn.constraints_for(biggest, per_replica)
                  if cfg.xla or cfg.tpu else None)
-  num_examples = _count_examples(cfg.train_files)
   steps = cfg.steps_per_epoch or max(1, num_examples // (per_replica *
                                                          replicas))
 
