@@ -6,6 +6,7 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
+from trainer import graph_ops
 from trainer import input_fn
 from trainer import metrics
 
@@ -28,7 +29,7 @@ class RecordScorer:
     @tf.function(reduce_retracing=True)
     def step(serialized):
       graph = input_fn.parse_batch(kind, serialized)
-      out = score_model(input_fn.graph_ops.expand(kind, graph),
+      out = score_model(graph_ops.expand(kind, graph),
                         training=False)
       config = graph.node_sets["config"]
       gid = tf.repeat(graph.context["graph_id"], config.sizes)

@@ -18,6 +18,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from trainer import graph_ops
 from trainer import input_fn
 
 METADATA_FILE = "tpurank_model.json"
@@ -42,7 +43,7 @@ class ServingModule(tf.Module):
                                                 name="examples")])
     def serve(examples):
       graph = input_fn.parse_batch(kind, examples)
-      out = score_model(input_fn.graph_ops.expand(kind, graph),
+      out = score_model(graph_ops.expand(kind, graph),
                         training=False)
       config = graph.node_sets["config"]
       k_max = tf.reduce_max(tf.concat([tf.cast(config.sizes, tf.int32),
@@ -56,11 +57,18 @@ class ServingModule(tf.Module):
     self.serve = serve
 
 
+def versions(base_dir: str) -> list[int]:
+  """The numeric versions under base_dir, ascending (TF Serving serves the
+  highest)."""
+  if not tf.io.gfile.isdir(base_dir):
+    return []
+  return sorted(int(d.strip("/")) for d in tf.io.gfile.listdir(base_dir)
+                if d.strip("/").isdigit())
+
+
 def next_version(base_dir: str) -> int:
-  """1 + the highest numeric version under base_dir (TF Serving serves it)."""
-  versions = [int(d) for d in tf.io.gfile.listdir(base_dir)
-              if d.strip("/").isdigit()] if tf.io.gfile.exists(base_dir) else []
-  return max(versions, default=0) + 1
+  """1 + the highest numeric version under base_dir."""
+  return max(versions(base_dir), default=0) + 1
 
 
 def save(score_model: tf.keras.Model, kind: str, path: str,

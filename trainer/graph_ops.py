@@ -45,10 +45,21 @@ def _with_rev(feed: tfgnn.EdgeSet) -> dict:
                                             adjacency=adj), "rev": rev}
 
 
+def _segment_ids(sizes):
+  """Group id of every item, for items grouped consecutively by sizes."""
+  sizes = tf.cast(sizes, tf.int32)
+  return tf.repeat(tf.range(tf.size(sizes)), sizes)
+
+
+def _log_padding(size, multiple: float):
+  """log of (size rounded up to a multiple) / size: TPU tiling waste."""
+  return tf.math.log(tf.math.ceil(size / multiple) * multiple / size)
+
+
 def _slots(sizes):
   """(example, 1 + position) of every item, for items grouped by sizes."""
   sizes = tf.cast(sizes, tf.int32)
-  example = tf.repeat(tf.range(tf.size(sizes)), sizes)
+  example = _segment_ids(sizes)
   position = tf.range(tf.reduce_sum(sizes)) - tf.gather(
       _exclusive_cumsum(sizes), example)
   return example, position + 1
@@ -66,15 +77,13 @@ def tile_config_features(graph: tfgnn.GraphTensor) -> tf.Tensor:
   op = graph.node_sets["op"]
   feat = op["feat"]
   n = tf.shape(feat)[0]
-  comp_of_node = tf.repeat(tf.range(tf.size(op.sizes)),
-                           tf.cast(op.sizes, tf.int32))
+  comp_of_node = _segment_ids(op.sizes)
   is_root = feat[:, 0] > 0
   root = tf.math.unsorted_segment_max(
       tf.where(is_root, tf.range(n), -1), comp_of_node, tf.size(op.sizes))
   root = tf.maximum(root, 0)
   config = graph.node_sets["config"]
-  comp_of_config = tf.repeat(tf.range(tf.size(config.sizes)),
-                             tf.cast(config.sizes, tf.int32))
+  comp_of_config = _segment_ids(config.sizes)
   dims = tf.gather(tf.gather(feat, root)[:, 21:27], comp_of_config)
   tiles = config["feat"][:, 8:14]
   valid = (dims > 0) & (tiles > 0)
@@ -85,8 +94,8 @@ def tile_config_features(graph: tfgnn.GraphTensor) -> tf.Tensor:
   second = tf.where(rank >= 2, tf.gather(tiles, tf.maximum(rank - 2, 0),
                                          batch_dims=1), 1.0)
   minor, second = tf.maximum(minor, 1.0), tf.maximum(second, 1.0)
-  pad_minor = tf.math.log(tf.math.ceil(minor / 128.0) * 128.0 / minor)
-  pad_second = tf.math.log(tf.math.ceil(second / 8.0) * 8.0 / second)
+  pad_minor = _log_padding(minor, 128.0)
+  pad_second = _log_padding(second, 8.0)
   volume = tf.reduce_sum(tf.where(valid, tf.math.log(tf.maximum(tiles, 1.0)),
                                   0.0), axis=1) + pad_minor + pad_second
   return tf.concat([per_dim, tf.stack([
@@ -134,7 +143,7 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   m_new = tf.gather(m, comp_example)
   old_edge = _ragged_ranges(tf.gather(_exclusive_cumsum(m), comp_example),
                             m_new)
-  edge_comp = tf.repeat(tf.range(num_configs), m_new)
+  edge_comp = _segment_ids(m_new)
   shift = tf.gather(op_off_new, edge_comp) - tf.gather(
       op_off_old, tf.gather(comp_example, edge_comp))
   src = tf.gather(tf.cast(feed.adjacency.source, tf.int32), old_edge) + shift
@@ -192,14 +201,14 @@ def _layout_phys(dims, current, chosen):
   minor = tf.maximum(tf.gather(dims, perm[:, 0], batch_dims=1), 1.0)
   second = tf.where(rank >= 2, tf.gather(dims, perm[:, 1], batch_dims=1), 1.0)
   second = tf.maximum(second, 1.0)
-  pad_minor = tf.math.ceil(minor / 128.0) * 128.0 / minor
-  pad_second = tf.math.ceil(second / 8.0) * 8.0 / second
+  pad_minor = _log_padding(minor, 128.0)
+  pad_second = _log_padding(second, 8.0)
   same = tf.reduce_all(tf.logical_or(tf.equal(chosen, current),
                                      tf.range(6)[None, :] >= rank[:, None]),
                        axis=1)
   return tf.stack([
-      tf.math.log(minor), tf.math.log(second), tf.math.log(pad_minor),
-      tf.math.log(pad_second), tf.math.log(pad_minor * pad_second),
+      tf.math.log(minor), tf.math.log(second), pad_minor, pad_second,
+      pad_minor + pad_second,
       tf.cast(is_default, tf.float32),
       tf.cast(tf.logical_or(same, is_default), tf.float32)], axis=1)
 

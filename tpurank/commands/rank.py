@@ -25,10 +25,10 @@ def add_parser(sub):
 
 def resolve_model_dir(path: str) -> str:
   """A version dir as given, or the newest numbered version under a base."""
+  from trainer import export  # pylint: disable=g-import-not-at-top
   if os.path.exists(os.path.join(path, "saved_model.pb")):
     return path
-  versions = sorted((int(d) for d in os.listdir(path) if d.isdigit())
-                    if os.path.isdir(path) else [])
+  versions = export.versions(path)
   if not versions:
     raise fail(path, "model", "a SavedModel dir or numbered versions",
                "neither")
