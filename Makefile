@@ -9,6 +9,7 @@ UV_VERSION := 0.13.9
 TPURANK := $(VENV)/bin/tpurank
 STAMP := $(VENV)/.tpurank-installed
 DEMO_DIR ?= demo_out
+DEMO_COLLECTION ?= layout:nlp:random
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONWARNINGS ?= ignore::FutureWarning,ignore::DeprecationWarning
 
@@ -52,10 +53,13 @@ lock: | $(UV)
 # the configs of one validation graph.
 demo: setup
 	rm -rf $(DEMO_DIR)
-	$(TPURANK) synth --collection tile:xla --scale small --seed 0 --out $(DEMO_DIR)/data --quiet
+	@echo "== simulated data (runtimes from tpurank's cost model, not TPU measurements)"
+	$(TPURANK) synth --collection $(DEMO_COLLECTION) --scale small --seed 0 --out $(DEMO_DIR)/data --quiet
 	$(TPURANK) validate --quiet $(DEMO_DIR)/data/npz
-	$(TPURANK) train --collection tile:xla --data $(DEMO_DIR)/data --out $(DEMO_DIR)/run --max-minutes 2
-	$(TPURANK) rank --graph $$(ls $(DEMO_DIR)/data/npz/tile/xla/valid/*.npz | head -1) --model $(DEMO_DIR)/run/export --top 5
+	@echo "== TFX pipeline, local: ExampleGen -> Trainer -> RankingEvaluator -> Pusher"
+	@start=$$(date +%s); \
+	$(TPURANK) pipeline run --data $(DEMO_DIR)/data --collection $(DEMO_COLLECTION) --work-dir $(DEMO_DIR)/pipeline --max-minutes 3 && \
+	echo "pipeline wall time: $$(( $$(date +%s) - start )) s"
 
 test: setup
 	$(PY) -m pytest -q -ra tests

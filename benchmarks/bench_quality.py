@@ -3,6 +3,7 @@
 Usage:
   python -m benchmarks.bench_quality [--minutes M] [--seeds 0 1 2]
       [--collections ...] [--data DIR] [--report FILE]
+      [--official-baseline DIR] [--reuse-runs]
 
 For each collection (simulated with `tpurank synth --scale small`, fixed
 seed), trains the GNN and the config-only model (same loss, same budget of
@@ -11,10 +12,19 @@ graph, and reports beside them a random ranking, the compiler default (first
 config) where relevant, and the noise ceiling (Kendall tau between the
 simulator's noiseless and measured runtimes: no predictor beats it on
 average). Runtimes are simulated: these are not TpuGraphs results.
+
+`--official-baseline DIR` adds the official TpuGraphs baselines
+(google-research-datasets/tpu_graphs `layout_train.py`, `tiles_train.py`),
+run outside this project on the same npz with their `test` split pointed at
+our `valid` split: DIR/out/layout_<source>_<search>.csv (their ranking of
+every config, best first) and DIR/out/tile/run_*.jsonz (their top-K errors).
+`--reuse-runs` reads finished runs' summary.json instead of training again.
 """
 
 import argparse
+import csv
 import glob
+import gzip
 import json
 import os
 import subprocess
@@ -53,12 +63,44 @@ def reference_metrics(kind, graphs, seed) -> dict:
   return {k: metrics.collection_metrics(kind, v) for k, v in rows.items()}
 
 
-def train_and_score(data, collection, out, minutes, seed, config_only):
+def official_baseline(collection, graphs, paths, base_dir) -> dict:
+  """Metrics of the official baseline's predictions on our valid split."""
+  kind = npz_format.collection_kind(collection)
+  if kind == "tile":
+    runs = sorted(glob.glob(os.path.join(base_dir, "out", "tile",
+                                         "run_*.jsonz")), key=os.path.getmtime)
+    if not runs:
+      return {}
+    with gzip.open(runs[-1]) as f:
+      err = json.load(f)["final_error"]["test"]
+    return {f"top{k}_error": float(err[str(k)]) for k in (1, 5, 10)}
+  name = "_".join(collection.split(":"))
+  csv_path = os.path.join(base_dir, "out", f"{name}.csv")
+  if not os.path.exists(csv_path):
+    return {}
+  with open(csv_path) as f:
+    ranking = {row["ID"]: [int(i) for i in row["TopConfigs"].split(";")]
+               for row in csv.DictReader(f)}
+  rows = []
+  for g, path in zip(graphs, paths):
+    order = ranking[npz_format.graph_id(collection, path)]
+    position = np.empty(len(order))
+    position[order] = np.arange(len(order))
+    rows.append(metrics.graph_metrics(kind, position,
+                                      g.config_runtime.astype(np.float64)))
+  return metrics.collection_metrics(kind, rows)
+
+
+def train_and_score(data, collection, out, minutes, seed, config_only,
+                    reuse=False):
   cmd = [sys.executable, "-m", "tpurank.cli", "train", "--collection",
          collection, "--data", data, "--out", out, "--max-minutes",
          str(minutes), "--seed", str(seed)]
   if config_only:
     cmd.append("--config-only")
+  if reuse and os.path.exists(os.path.join(out, "summary.json")):
+    with open(os.path.join(out, "summary.json")) as f:
+      return json.load(f)
   start = time.time()
   subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
                  stderr=subprocess.DEVNULL)
@@ -75,6 +117,8 @@ def main():
                       default=list(npz_format.COLLECTIONS))
   parser.add_argument("--data", default="bench_out/quality/data")
   parser.add_argument("--report", default="benchmarks/results/quality.md")
+  parser.add_argument("--official-baseline", default=None, metavar="DIR")
+  parser.add_argument("--reuse-runs", action="store_true")
   args = parser.parse_args()
   results = {}
   for c in args.collections:
@@ -83,14 +127,20 @@ def main():
       synth.synth_collection(c, args.data, seed=0, scale="small",
                              progress=False)
     kind = npz_format.collection_kind(c)
-    ref = reference_metrics(kind, _valid_graphs(args.data, c), 0)
+    graphs = _valid_graphs(args.data, c)
+    ref = reference_metrics(kind, graphs, 0)
+    if args.official_baseline:
+      paths = sorted(glob.glob(npz_format.collection_dir(
+          args.data, c, "valid") + "/*.npz"))
+      ref = {"official TpuGraphs baseline": official_baseline(
+          c, graphs, paths, args.official_baseline), **ref}
     runs = {"GNN": [], "config-only": []}
     for seed in args.seeds:
       for name, config_only in (("GNN", False), ("config-only", True)):
         out = os.path.join(os.path.dirname(args.data), "runs",
                            c.replace(":", "_"), f"{name}-{seed}")
         runs[name].append(train_and_score(args.data, c, out, args.minutes,
-                                          seed, config_only))
+                                          seed, config_only, args.reuse_runs))
         print(c, name, seed, runs[name][-1]["valid_metrics"], flush=True)
     results[c] = {"reference": ref, "runs": runs}
   _write(args, results)

@@ -2,10 +2,14 @@
 
 Shared by the Beam conversion and by tests/benchmarks that need records
 without Beam. Train graphs give configs in a deterministic shuffled order
-(seeded by the graph id), bounded to `max_examples` chunks; valid/test graphs
+(seeded by the graph id), bounded to `max_examples` chunks, with identical
+configs merged first (one representative, runtimes averaged) so that no list
+holds two copies of a config with contradicting labels; valid/test graphs
 give every config, in order, so evaluation and scoring see them all.
 """
 
+import dataclasses
+import hashlib
 import zlib
 from typing import Iterator, Optional
 
@@ -44,6 +48,40 @@ def config_chunks(num_configs: int, k: int, split: str, gid: str,
   return chunks
 
 
+@dataclasses.dataclass
+class Merged:
+  """Identical configs of one graph, merged.
+
+  Attributes:
+    graph: The graph with each config's runtime replaced by the mean runtime
+      of its identical configs.
+    representatives: Sorted index of the first config of each group.
+    merged: Configs dropped as duplicates (num_configs - representatives).
+  """
+  graph: npz_format.Graph
+  representatives: np.ndarray
+  merged: int
+
+
+def merge_duplicates(graph: npz_format.Graph, chunk: int = 4096) -> Merged:
+  """Groups configs with identical features (streamed in chunks)."""
+  keys = []
+  for feat in graph.iter_config_feat(chunk):
+    rows = np.ascontiguousarray(feat).reshape(len(feat), -1)
+    keys += [hashlib.blake2b(r.tobytes(), digest_size=16).digest()
+             for r in rows]
+  _, first, group = np.unique(np.array(keys, dtype="S16"), return_index=True,
+                              return_inverse=True)
+  if len(first) == graph.num_configs:
+    return Merged(graph, np.arange(graph.num_configs), 0)
+  runtime = graph.config_runtime.astype(np.float64)
+  mean = (np.bincount(group, weights=runtime) /
+          np.bincount(group))[group]
+  averaged = dataclasses.replace(
+      graph, config_runtime=np.rint(mean).astype(graph.config_runtime.dtype))
+  return Merged(averaged, np.sort(first), graph.num_configs - len(first))
+
+
 def graph_examples(graph: npz_format.Graph, gid: str, k: int, split: str,
                    hops: int = 2, seed: int = 0,
                    max_examples: Optional[int] = None) -> Iterator[bytes]:
@@ -59,8 +97,16 @@ def graph_examples(graph: npz_format.Graph, gid: str, k: int, split: str,
     seed: Shuffle seed (train).
     max_examples: Bound on examples per train graph.
   """
+  if split == TRAIN:
+    merged = merge_duplicates(graph)
+    graph = merged.graph
+    reps = merged.representatives
+    chunks = [reps[c] for c in config_chunks(len(reps), k, split, gid, seed,
+                                              max_examples)]
+  else:
+    chunks = config_chunks(graph.num_configs, k, split, gid, seed,
+                           max_examples)
   sub = prune.prune(graph, hops)
-  chunks = config_chunks(graph.num_configs, k, split, gid, seed, max_examples)
   if split == TRAIN:
     wanted = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
     feats = graph.take_config_feat(wanted)

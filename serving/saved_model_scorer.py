@@ -4,10 +4,14 @@ Configs go to the model in chunks of K (one example each, as conversion
 writes them), so a graph with 100k configs never needs them all at once.
 """
 
+import collections
+from typing import Sequence
+
 import numpy as np
 import tensorflow as tf
 
 from pipeline import examples
+from schemas import graph_tensor
 from schemas import npz_format
 
 
@@ -48,3 +52,39 @@ class SavedModelScorer:
     if pending:
       flush()
     return scores
+
+  def score_records(self, kind: str, files: Sequence[str]) -> dict:
+    """Scores every config in GraphTensor record files, grouped by graph.
+
+    Args:
+      kind: "tile" or "layout".
+      files: TFRecord files (GZIP or plain) as conversion writes them.
+
+    Returns:
+      {graph_id: {"index", "score", "runtime", "normalizer"}} sorted by
+      index, with score = higher is predicted faster (as
+      `trainer.evaluate.metrics_of` expects).
+    """
+    from trainer import input_fn  # pylint: disable=g-import-not-at-top
+    parts = collections.defaultdict(list)
+    for serialized in input_fn.read_records(files).batch(self.batch):
+      scores, index = self.score_examples(list(serialized.numpy()))
+      graph = input_fn.parse_batch(kind, serialized)
+      config = graph.node_sets["config"]
+      sizes = config.sizes.numpy()
+      runtime = config["runtime"].numpy()
+      normalizer = (config["normalizer"].numpy() if kind == "tile" else
+                    np.ones_like(runtime))
+      starts = np.r_[0, np.cumsum(sizes)]
+      gids = graph.context["graph_id"].numpy().reshape(-1)
+      for row, (gid, n) in enumerate(zip(gids, sizes)):
+        flat = slice(starts[row], starts[row] + n)
+        parts[gid.decode()].append((index[row, :n], -scores[row, :n],
+                                    runtime[flat], normalizer[flat]))
+    result = {}
+    for gid, chunks in parts.items():
+      idx, score, rt, norm = (np.concatenate(c) for c in zip(*chunks))
+      order = np.argsort(idx, kind="stable")
+      result[gid] = {"index": idx[order], "score": score[order],
+                     "runtime": rt[order], "normalizer": norm[order]}
+    return result

@@ -46,7 +46,8 @@ def _quiet_libraries():
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   warnings.filterwarnings("ignore", category=FutureWarning)
   warnings.filterwarnings("ignore", category=DeprecationWarning)
-  logging.getLogger("tensorflow").setLevel(logging.ERROR)
+  for name in ("tensorflow", "apache_beam", "absl"):
+    logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def main(argv=None) -> int:
@@ -55,7 +56,12 @@ def main(argv=None) -> int:
   # Load only the chosen subcommand's module (and so its imports).
   chosen = next((a for a in argv if not a.startswith("-")), None)
   parser = build_parser(only=chosen if chosen in COMMANDS else None)
-  args = parser.parse_args(argv)
+  args, extra = parser.parse_known_args(argv)
+  if extra:
+    # Commands that run Beam pass unknown flags on as Beam pipeline options.
+    if not getattr(_module(args.command), "ACCEPTS_BEAM_ARGS", False):
+      parser.error(f"unrecognized arguments: {' '.join(extra)}")
+  args.beam_args = extra
   try:
     return int(_module(args.command).run(args) or 0)
   except InputError as e:

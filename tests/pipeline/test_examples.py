@@ -39,3 +39,30 @@ def test_examples_carry_the_right_configs(layout_npz):
       seen.append((split, idx))
   valid = np.concatenate([i for s, i in seen if s == "valid"])
   np.testing.assert_array_equal(valid, np.arange(g.num_configs))
+
+
+def test_identical_train_configs_are_merged_with_mean_runtime(layout_npz,
+                                                               make_npz):
+  from tests.conftest import load_dict  # pylint: disable=g-import-not-at-top
+  d = load_dict(layout_npz)
+  # Config 1 becomes a copy of config 0, with a different runtime.
+  d["node_config_feat"][1] = d["node_config_feat"][0]
+  d["config_runtime"][:2] = [100, 300]
+  g = npz_format.load_graph(make_npz(d), "layout")
+  merged = examples.merge_duplicates(g)
+  assert merged.merged == 1
+  assert 1 not in merged.representatives and 0 in merged.representatives
+  assert merged.graph.config_runtime[0] == 200
+  train = [graph_tensor.parse("layout", ex) for ex in examples.graph_examples(
+      g, "layout:xla:random:x", 4, "train", hops=1)]
+  idx = np.concatenate([t.node_sets["config"]["index"].numpy()
+                        for t in train])
+  runtime = np.concatenate([t.node_sets["config"]["runtime"].numpy()
+                            for t in train])
+  assert sorted(idx) == sorted(merged.representatives)
+  assert runtime[list(idx).index(0)] == 200
+  # Evaluation keeps every config, with its own runtime.
+  valid = [graph_tensor.parse("layout", ex) for ex in examples.graph_examples(
+      g, "layout:xla:random:x", 4, "valid", hops=1)]
+  assert sum(int(v.node_sets["config"].sizes[0]) for v in valid) == (
+      g.num_configs)

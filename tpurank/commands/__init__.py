@@ -8,6 +8,8 @@ imported only when their subcommand runs, so light commands stay fast.
 COMMANDS = {
     "synth": "synth",
     "validate": "validate",
+    "convert": "convert",
     "train": "train",
+    "pipeline": "pipeline",
     "rank": "rank",
 }

@@ -1,0 +1,126 @@
+"""Beam conversion: TpuGraphs graph files -> serialized GraphTensor examples.
+
+`ConvertGraphs` is the PTransform that the `tpurank convert` pipeline and the
+TFX ExampleGen share. Each graph file becomes one example per chunk of
+configs (`pipeline/examples.py`); a file that cannot be read or fails
+validation becomes one dead-letter record (JSON: file, field, reason) on the
+`dead_letters` output instead. Beam counters in the namespace
+`tpurank.<split>` count graphs in/converted/dead, examples, configs and merged
+duplicate configs, so every run can show that its counts reconcile:
+graphs_in == graphs_converted + dead_letters.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+import apache_beam as beam
+
+from pipeline import examples
+from schemas import npz_format
+from schemas.errors import InputError
+
+DEAD_LETTERS = "dead_letters"
+EXAMPLES = "examples"
+COUNTERS = ("graphs_in", "graphs_converted", "dead_letters", "examples",
+            "configs", "configs_merged")
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertOptions:
+  """How graphs become examples.
+
+  Attributes:
+    k: Configs per train example.
+    eval_k: Configs per valid/test example. Each example carries a copy of
+      the (pruned) graph, so evaluation chunks are larger to keep the output
+      small; the scorer still sees every config.
+    hops: Layout: keep the configurable nodes' k-hop neighbourhood (-1: all).
+    seed: Train config sampling seed.
+    max_examples: At most this many examples per train graph (None: all).
+  """
+  k: int = 16
+  eval_k: int = 128
+  hops: int = 2
+  seed: int = 0
+  max_examples: Optional[int] = None
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> "ConvertOptions":
+    return cls(**json.loads(text))
+
+
+def namespace(split: str) -> str:
+  """The Beam metrics namespace of one split's counters."""
+  return f"tpurank.{split}"
+
+
+def dead_letter(path: str, error: Exception) -> str:
+  """The JSON dead-letter record of a file that could not be converted."""
+  if isinstance(error, InputError):
+    field, reason = error.problem.field, str(error)
+  else:
+    field = "file"
+    reason = f"{path}: file: {type(error).__name__}: {error}"
+  return json.dumps({"file": path, "field": field, "reason": reason})
+
+
+class _GraphToExamples(beam.DoFn):
+  """One graph file -> its examples, or one dead letter."""
+
+  def __init__(self, collection: str, split: str, options: ConvertOptions):
+    super().__init__()
+    self._collection, self._split, self._options = collection, split, options
+    ns = namespace(split)
+    self._counters = {n: beam.metrics.Metrics.counter(ns, n) for n in
+                      COUNTERS}
+
+  def process(self, path: str):
+    c = self._counters
+    c["graphs_in"].inc()
+    kind = npz_format.collection_kind(self._collection)
+    try:
+      graph = npz_format.load_graph(path, kind)
+      gid = npz_format.graph_id(self._collection, path)
+      if self._split == examples.TRAIN:
+        c["configs_merged"].inc(examples.merge_duplicates(graph).merged)
+    except Exception as e:  # pylint: disable=broad-except
+      # Any unreadable input is data, not a crash: it goes to dead letters.
+      c["dead_letters"].inc()
+      yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead_letter(path, e))
+      return
+    o = self._options
+    k = o.k if self._split == examples.TRAIN else o.eval_k
+    for ex in examples.graph_examples(graph, gid, k, self._split, o.hops,
+                                      o.seed, o.max_examples):
+      c["examples"].inc()
+      yield ex
+    c["configs"].inc(graph.num_configs)
+    c["graphs_converted"].inc()
+
+
+@beam.ptransform_fn
+def ConvertGraphs(files, collection: str, split: str,  # pylint: disable=invalid-name
+                  options: ConvertOptions):
+  """PCollection of graph file paths -> {examples, dead_letters}.
+
+  Args:
+    files: PCollection of paths of one split.
+    collection: e.g. "layout:xla:random" (sets the kind and the graph ids).
+    split: "train", "valid" or "test".
+    options: ConvertOptions.
+
+  Returns:
+    A DoOutputsTuple: `.examples` (serialized tf.Example bytes) and
+    `.dead_letters` (JSON strings).
+  """
+  return (files
+          # Graphs differ in size by orders of magnitude: spread them out.
+          | "Reshuffle" >> beam.Reshuffle()
+          | "ToExamples" >> beam.ParDo(
+              _GraphToExamples(collection, split, options)).with_outputs(
+                  DEAD_LETTERS, main=EXAMPLES))

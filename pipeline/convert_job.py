@@ -1,0 +1,129 @@
+"""The `tpurank convert` Beam job: a collection directory -> TFRecords.
+
+Writes, under OUT:
+  <split>/examples-SSSSS-of-NNNNN.tfrecord.gz  serialized GraphTensor examples
+  dead_letters/<split>.jsonl                   one JSON record per bad file
+  conversion.json                              counts per split, options, and
+                                               whether they reconcile
+The default runner is Beam's DirectRunner in multi-processing mode over all
+cores; any other runner comes in through standard Beam pipeline options
+(e.g. `--runner DataflowRunner --project P --region R --temp_location gs://`).
+"""
+
+import glob
+import json
+import os
+from typing import Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipeline import convert
+from schemas import npz_format
+from schemas.errors import fail
+
+SPLITS = ("train", "valid", "test")
+
+
+def default_beam_args(beam_args: Sequence[str]) -> list[str]:
+  """Adds the multi-processing DirectRunner unless a runner is given."""
+  args = list(beam_args)
+  if not any(a.startswith("--runner") for a in args):
+    args += ["--runner=DirectRunner",
+             "--direct_running_mode=multi_processing",
+             f"--direct_num_workers={os.cpu_count() or 1}"]
+  return args
+
+
+def split_files(data_dir: str, collection: str) -> dict:
+  """{split: sorted npz files}; splits without files are left out."""
+  files = {}
+  for split in SPLITS:
+    found = sorted(glob.glob(os.path.join(
+        npz_format.collection_dir(data_dir, collection, split), "*.npz")))
+    if found:
+      files[split] = found
+  if not files:
+    raise fail(npz_format.collection_dir(data_dir, collection, "*"),
+               "directory", f"train/valid/test *.npz files of {collection}",
+               "none (make some with `tpurank synth`)")
+  return files
+
+
+def counters(result, splits: Sequence[str]) -> dict:
+  """{split: {counter: committed value}} from a finished pipeline."""
+  out = {s: dict.fromkeys(convert.COUNTERS, 0) for s in splits}
+  for split in splits:
+    query = result.metrics().query(
+        MetricsFilter().with_namespace(convert.namespace(split)))
+    for c in query["counters"]:
+      value = c.committed if c.committed is not None else c.attempted
+      out[split][c.key.metric.name] += int(value or 0)
+  return out
+
+
+def reconcile(files: dict, counts: dict) -> list[str]:
+  """Mismatches between input files and what the counters saw."""
+  bad = []
+  for split, paths in files.items():
+    c = counts[split]
+    if not (len(paths) == c["graphs_in"] ==
+            c["graphs_converted"] + c["dead_letters"]):
+      bad.append(f"{split}: {len(paths)} files, {c['graphs_in']} read, "
+                 f"{c['graphs_converted']} converted + {c['dead_letters']} "
+                 "dead letters")
+  return bad
+
+
+def read_dead_letters(out_dir: str) -> list[dict]:
+  """All dead-letter records a conversion wrote."""
+  records = []
+  for path in sorted(glob.glob(os.path.join(out_dir, "dead_letters",
+                                            "*.jsonl"))):
+    with open(path) as f:
+      records += [json.loads(line) for line in f if line.strip()]
+  return records
+
+
+def run(data_dir: str, collection: str, out_dir: str,
+        options: convert.ConvertOptions,
+        beam_args: Sequence[str] = (),
+        splits: Optional[Sequence[str]] = None) -> dict:
+  """Runs the conversion; returns (and writes) the summary.
+
+  Args:
+    data_dir: Directory holding npz/... as `tpurank synth` writes it.
+    collection: e.g. "tile:xla".
+    out_dir: Output directory (local or any filesystem Beam writes to).
+    options: ConvertOptions.
+    beam_args: Beam pipeline options (default: multi-processing DirectRunner).
+    splits: Only these splits (default: all present).
+  """
+  files = split_files(data_dir, collection)
+  if splits:
+    files = {s: f for s, f in files.items() if s in splits}
+  pipeline = beam.Pipeline(options=PipelineOptions(
+      default_beam_args(beam_args)))
+  for split, paths in files.items():
+    out = (pipeline
+           | f"Files[{split}]" >> beam.Create(paths)
+           | f"Convert[{split}]" >> convert.ConvertGraphs(collection, split,
+                                                          options))
+    _ = out[convert.EXAMPLES] | f"Write[{split}]" >> beam.io.WriteToTFRecord(
+        os.path.join(out_dir, split, "examples"),
+        file_name_suffix=".tfrecord.gz",
+        compression_type=beam.io.filesystem.CompressionTypes.GZIP)
+    _ = out[convert.DEAD_LETTERS] | f"Dead[{split}]" >> beam.io.WriteToText(
+        os.path.join(out_dir, "dead_letters", split),
+        file_name_suffix=".jsonl", shard_name_template="")
+  result = pipeline.run()
+  result.wait_until_finish()
+  counts = counters(result, list(files))
+  summary = {"collection": collection, "data": data_dir,
+             "options": json.loads(options.to_json()), "splits": counts,
+             "mismatches": reconcile(files, counts)}
+  with beam.io.filesystems.FileSystems.create(
+      os.path.join(out_dir, "conversion.json")) as f:
+    f.write(json.dumps(summary, indent=2).encode())
+  return summary

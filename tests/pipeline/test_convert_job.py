@@ -1,0 +1,108 @@
+"""Tests for the Beam conversion: examples, dead letters, reconciling counts."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pipeline import convert
+from pipeline import convert_job
+from schemas import graph_tensor
+from schemas import npz_format
+from simulator import synth
+
+IN_MEMORY = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
+COLLECTION = "layout:xla:random"
+
+
+@pytest.fixture(scope="module")
+def collection_dir(tmp_path_factory):
+  """A tiny simulated collection plus one corrupt and one invalid file."""
+  root = str(tmp_path_factory.mktemp("data"))
+  synth.synth_collection(COLLECTION, root, graphs=6, seed=3, scale="tiny",
+                         progress=False)
+  train = npz_format.collection_dir(root, COLLECTION, "train")
+  good = sorted(os.listdir(train))[0]
+  with open(os.path.join(train, "corrupt.npz"), "wb") as f:
+    f.write(b"not a zip file")
+  with np.load(os.path.join(train, good)) as d:
+    arrays = {k: d[k] for k in d.files}
+  arrays["config_runtime"] = arrays["config_runtime"][:-1]
+  np.savez(os.path.join(train, "short_runtimes.npz"), **arrays)
+  return root
+
+
+def _records(pattern):
+  files = tf.io.gfile.glob(pattern)
+  return [r.numpy() for r in tf.data.TFRecordDataset(files,
+                                                     compression_type="GZIP")]
+
+
+def test_counts_reconcile_and_bad_files_become_dead_letters(collection_dir,
+                                                             tmp_path):
+  out = str(tmp_path / "out")
+  summary = convert_job.run(collection_dir, COLLECTION, out,
+                            convert.ConvertOptions(k=4, eval_k=8, hops=1),
+                            IN_MEMORY)
+  files = convert_job.split_files(collection_dir, COLLECTION)
+  assert summary["mismatches"] == []
+  train = summary["splits"]["train"]
+  assert train["graphs_in"] == len(files["train"])
+  assert train["dead_letters"] == 2
+  assert train["graphs_converted"] == len(files["train"]) - 2
+  dead = convert_job.read_dead_letters(out)
+  assert sorted(os.path.basename(d["file"]) for d in dead) == [
+      "corrupt.npz", "short_runtimes.npz"]
+  short = next(d for d in dead if "short" in d["file"])
+  assert short["field"] == "config_runtime"
+  assert "short_runtimes.npz" in short["reason"]
+  with open(os.path.join(out, "conversion.json")) as f:
+    assert json.load(f)["splits"] == summary["splits"]
+  # Every written example is counted, and it parses as the schema says.
+  for split, c in summary["splits"].items():
+    recs = _records(os.path.join(out, split, "*.tfrecord.gz"))
+    assert len(recs) == c["examples"]
+    parsed = graph_tensor.parse("layout", recs)
+    assert int(tf.reduce_sum(parsed.node_sets["config"].sizes)) == (
+        c["configs"] if split != "train" else
+        c["configs"] - c["configs_merged"])
+
+
+def test_valid_examples_hold_every_config_once_in_order(collection_dir,
+                                                        tmp_path):
+  out = str(tmp_path / "out")
+  convert_job.run(collection_dir, COLLECTION, out,
+                  convert.ConvertOptions(k=4, eval_k=8, hops=1), IN_MEMORY,
+                  splits=["valid"])
+  recs = _records(os.path.join(out, "valid", "*.tfrecord.gz"))
+  seen = {}
+  for r in recs:
+    g = graph_tensor.parse("layout", r)
+    gid = g.context["graph_id"][0].numpy().decode()
+    seen.setdefault(gid, []).append(g.node_sets["config"]["index"].numpy())
+  for path in convert_job.split_files(collection_dir, COLLECTION)["valid"]:
+    gid = npz_format.graph_id(COLLECTION, path)
+    index = np.sort(np.concatenate(seen[gid]))
+    n = npz_format.load_graph(path).num_configs
+    np.testing.assert_array_equal(index, np.arange(n))
+
+
+@pytest.mark.slow
+def test_cli_default_runner_exits_2_on_dead_letters(collection_dir, tmp_path):
+  out = str(tmp_path / "out")
+  cmd = [sys.executable, "-m", "tpurank.cli", "convert", "--data",
+         collection_dir, "--collection", COLLECTION, "--out", out,
+         "--splits", "train", "valid", "--k", "4"]
+  proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+  assert proc.returncode == 2, proc.stderr
+  assert "short_runtimes.npz: config_runtime" in proc.stderr
+  assert "Traceback" not in proc.stderr
+  proc = subprocess.run(cmd + ["--allow-dead-letters"], capture_output=True,
+                        text=True, check=False)
+  assert proc.returncode == 0, proc.stderr
+  assert json.loads(proc.stdout.strip().splitlines()[-1])["splits"]["train"][
+      "dead_letters"] == 2

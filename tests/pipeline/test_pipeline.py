@@ -1,0 +1,142 @@
+"""Tests for the TFX pipeline: ExampleGen, blessing, Vertex compile, local run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+from tfx.types import artifact_utils
+from tfx.types import standard_artifacts
+
+from pipeline import configs
+from pipeline import convert
+from pipeline import example_gen
+from pipeline import pipeline as pipeline_lib
+from pipeline import ranking_evaluator
+from pipeline import runners
+from schemas import npz_format
+from simulator import synth
+
+COLLECTION = "layout:xla:random"
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  root = str(tmp_path_factory.mktemp("data"))
+  synth.synth_collection(COLLECTION, root, graphs=8, seed=5, scale="tiny",
+                         progress=False)
+  return root
+
+
+def test_example_gen_keeps_dataset_splits_and_reports_dead_letters(
+    data_dir, tmp_path):
+  train = npz_format.collection_dir(data_dir, COLLECTION, "train")
+  bad = os.path.join(train, "zz_bad.npz")
+  with open(bad, "wb") as f:
+    f.write(b"garbage")
+  try:
+    component = example_gen.TpuGraphsExampleGen(
+        data_dir, COLLECTION, convert.ConvertOptions(k=4, eval_k=8, hops=1),
+        dead_letter_dir=str(tmp_path / "dead"), allow_dead_letters=True)
+    examples = standard_artifacts.Examples()
+    examples.uri = str(tmp_path / "examples")
+    # The component's exec properties, as the orchestrator passes them.
+    exec_properties = dict(component.exec_properties)
+    executor = example_gen.Executor(
+        example_gen.Executor.Context(beam_pipeline_args=[
+            "--runner=DirectRunner", "--direct_running_mode=in_memory"],
+            tmp_dir=str(tmp_path / "tmp")))
+    executor.Do({}, {"examples": [examples]}, exec_properties)
+  finally:
+    os.remove(bad)
+  assert sorted(artifact_utils.decode_split_names(
+      examples.split_names)) == ["train", "valid"]
+  for split in ("train", "valid"):
+    files = tf.io.gfile.glob(os.path.join(examples.uri, f"Split-{split}",
+                                          "*"))
+    ids = set()
+    for r in tf.data.TFRecordDataset(files, compression_type="GZIP"):
+      ex = tf.train.Example.FromString(r.numpy())
+      ids.add(ex.features.feature["context/graph_id"].bytes_list.value[0])
+    # Each split holds exactly the graphs of its own directory.
+    want = {npz_format.graph_id(COLLECTION, p).encode() for p in
+            tf.io.gfile.glob(os.path.join(npz_format.collection_dir(
+                data_dir, COLLECTION, split), "*.npz"))}
+    assert ids == want
+  with open(tmp_path / "dead" / "train.jsonl") as f:
+    dead = [json.loads(line) for line in f]
+  assert [os.path.basename(d["file"]) for d in dead] == ["zz_bad.npz"]
+
+
+@pytest.mark.parametrize("kind,candidate,baseline,threshold,blessed", [
+    ("layout", {"kendall_tau": 0.5}, None, 0.2, True),
+    ("layout", {"kendall_tau": 0.1}, None, 0.2, False),
+    ("layout", {"kendall_tau": 0.5}, {"kendall_tau": 0.6}, 0.2, False),
+    ("layout", {"kendall_tau": 0.6}, {"kendall_tau": 0.6}, 0.2, True),
+    ("tile", {"top5_error": 0.05}, {"top5_error": 0.1}, 0.5, True),
+    ("tile", {"top5_error": 0.6}, None, 0.5, False),
+    ("layout", {"kendall_tau": None}, None, 0.2, False),
+])
+def test_blessing_needs_threshold_and_no_regression(kind, candidate,
+                                                    baseline, threshold,
+                                                    blessed):
+  ok, reason = ranking_evaluator.decide(kind, candidate, baseline, threshold)
+  assert ok == blessed
+  assert reason
+
+
+def test_vertex_compile_names_every_component(tmp_path):
+  out = str(tmp_path / "pipeline.json")
+  pipeline = pipeline_lib.create_pipeline(
+      configs.PIPELINE_NAME, "gs://b/root", "gs://b/data", COLLECTION,
+      "gs://b/serving/tpurank",
+      vertex={"project": "p", "region": "us-central1",
+              "image": "gcr.io/p/tpurank:1", "tpu": True})
+  runners.compile_vertex(pipeline, "gcr.io/p/tpurank:1", out)
+  with open(out) as f:
+    spec = json.load(f)["pipelineSpec"]
+  tasks = set(spec["root"]["dag"]["tasks"])
+  assert {"TpuGraphsExampleGen", "Trainer", "RankingEvaluator",
+          "Pusher"} <= tasks
+  assert any(t.startswith("latest_blessed_model_resolver") for t in tasks)
+  # The Trainer runs trainer.run_fn as a Vertex job on a TPU worker pool.
+  text = json.dumps(spec)
+  assert "trainer.run_fn.run_fn" in text
+  assert "ai_platform_enable_vertex" in text and "cloud-tpu" in text
+
+
+def test_submit_without_credentials_says_what_is_missing(tmp_path,
+                                                         monkeypatch):
+  monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS",
+                     str(tmp_path / "missing.json"))
+  from schemas.errors import InputError  # pylint: disable=g-import-not-at-top
+  with pytest.raises(InputError, match="credentials.*gcloud auth"):
+    runners.submit_vertex(str(tmp_path / "p.json"), "p", "us-central1",
+                          "gs://b/root")
+
+
+@pytest.mark.slow
+def test_local_run_pushes_a_blessed_model_and_reruns_from_cache(data_dir,
+                                                                tmp_path):
+  work = str(tmp_path / "work")
+  cmd = [sys.executable, "-m", "tpurank.cli", "pipeline", "run", "--data",
+         data_dir, "--collection", COLLECTION, "--work-dir", work,
+         "--max-minutes", "0.2", "--threshold", "-1"]
+
+  def run():
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+  first = run()
+  result = json.loads(first.strip().splitlines()[-1])
+  assert result["blessed"]
+  assert os.path.exists(os.path.join(result["pushed_model"],
+                                     "saved_model.pb"))
+  assert "| candidate |" in first and "true runtime" in first
+  assert "TpuGraphsExampleGen: COMPLETE" in first
+  second = run()
+  assert "TpuGraphsExampleGen: CACHED" in second
+  assert "Trainer: CACHED" in second

@@ -1,0 +1,160 @@
+"""`tpurank pipeline run|compile`: the TFX pipeline, locally or for Vertex AI."""
+
+import glob
+import json
+import os
+
+from schemas import npz_format
+
+# Unknown flags are Beam pipeline options for the Beam-based steps.
+ACCEPTS_BEAM_ARGS = True
+
+
+def add_parser(sub):
+  p = sub.add_parser(
+      "pipeline", help="run the TFX pipeline locally, or compile it for "
+      "Vertex AI Pipelines",
+      description="ExampleGen (Beam conversion of the collection's own "
+      "train/valid splits) -> Trainer -> RankingEvaluator (Kendall tau, OPA, "
+      "top-K error; blesses the model) -> Pusher (versioned serving "
+      "directory).")
+  actions = p.add_subparsers(dest="action", metavar="ACTION")
+  actions.required = True
+  r = actions.add_parser("run", help="run locally (SQLite MLMD store; "
+                         "unchanged steps come from TFX's cache)")
+  r.add_argument("--data", required=True,
+                 help="directory holding npz/... (as `tpurank synth` writes)")
+  r.add_argument("--collection", required=True,
+                 choices=npz_format.COLLECTIONS)
+  r.add_argument("--runner", choices=("local", "beam"), default="local")
+  r.add_argument("--work-dir", default="tpurank_pipeline",
+                 help="pipeline root, MLMD store, serving dir and dead "
+                 "letters go here")
+  r.add_argument("--serving-dir", default=None,
+                 help="Pusher destination (default WORK_DIR/serving/tpurank)")
+  r.add_argument("--max-minutes", type=float, default=None,
+                 help="training time budget (default pipeline/configs.py)")
+  r.add_argument("--threshold", type=float, default=None,
+                 help="blessing threshold (layout: least Kendall tau; tile: "
+                 "most top-5 error)")
+  r.add_argument("--no-cache", action="store_true")
+  r.add_argument("--allow-dead-letters", action="store_true")
+  r.add_argument("--show-top", type=int, default=5,
+                 help="print this many predicted-best configs of one "
+                 "validation graph beside their true runtimes")
+  c = actions.add_parser("compile", help="compile for Vertex AI Pipelines "
+                         "(KubeflowV2DagRunner)")
+  c.add_argument("--target", choices=("vertex",), required=True)
+  c.add_argument("--project", required=True)
+  c.add_argument("--region", required=True)
+  c.add_argument("--image", required=True,
+                 help="container image with tpurank installed")
+  c.add_argument("--out", required=True, help="pipeline JSON to write")
+  c.add_argument("--collection", default="layout:xla:random",
+                 choices=npz_format.COLLECTIONS)
+  c.add_argument("--data", default=None,
+                 help="data directory (default gs://PROJECT-tpurank/data)")
+  c.add_argument("--root", default=None,
+                 help="pipeline root (default gs://PROJECT-tpurank/root)")
+  c.add_argument("--serving-dir", default=None,
+                 help="Pusher destination (default "
+                 "gs://PROJECT-tpurank/serving/tpurank)")
+  c.add_argument("--tpu", action="store_true",
+                 help="train on a Vertex TPU worker pool (TPUStrategy)")
+  c.add_argument("--submit", action="store_true",
+                 help="submit to Vertex AI after compiling (needs Google "
+                 "Cloud credentials)")
+
+
+def run(args) -> int:
+  return _run(args) if args.action == "run" else _compile(args)
+
+
+def _run(args) -> int:
+  # pylint: disable=g-import-not-at-top
+  from pipeline import configs
+  from pipeline import pipeline as pipeline_lib
+  from pipeline import run_report
+  from pipeline import runners
+  from pipeline import convert_job
+  convert_job.split_files(args.data, args.collection)  # Clear error early.
+  paths = pipeline_lib.local_paths(os.path.abspath(args.work_dir))
+  serving_dir = os.path.abspath(args.serving_dir or paths["serving_dir"])
+  hparams = dict(configs.TRAIN_HPARAMS)
+  if args.max_minutes is not None:
+    hparams["max_minutes"] = args.max_minutes
+  hparams["verbose"] = 2
+  os.makedirs(os.path.dirname(paths["metadata"]), exist_ok=True)
+  pipeline = pipeline_lib.create_pipeline(
+      configs.PIPELINE_NAME, paths["pipeline_root"],
+      os.path.abspath(args.data), args.collection, serving_dir,
+      train_hparams=hparams, threshold=args.threshold,
+      dead_letter_dir=paths["dead_letter_dir"],
+      allow_dead_letters=args.allow_dead_letters,
+      metadata_connection_config=runners.sqlite_metadata(paths["metadata"]),
+      beam_pipeline_args=args.beam_args, enable_cache=not args.no_cache)
+  print(f"running the TFX pipeline ({args.runner}) on {args.collection}; "
+        f"artifacts in {paths['pipeline_root']}", flush=True)
+  runners.run(pipeline, args.runner)
+  report = run_report.summary(paths["metadata"])
+  print("\nsteps (newest execution):")
+  for name, state in sorted(report["executions"].items()):
+    print(f"  {name}: {state}")
+  ev = report["evaluation"]
+  print(f"\nvalidation metrics ({args.collection}; on `tpurank synth` data "
+        "the runtimes are simulated):")
+  print("\n".join(run_report.format_metrics(ev)))
+  if ev:
+    print(f"\n{'BLESSED' if ev['blessed'] else 'NOT BLESSED'}: "
+          f"{ev['reason']}")
+  pushed = report["pushed_model"]
+  print(f"pushed model: {pushed or 'none (not blessed)'}")
+  model_dir = pushed or _newest_version(serving_dir)
+  valid = sorted(glob.glob(os.path.join(npz_format.collection_dir(
+      args.data, args.collection, "valid"), "*.npz")))
+  if model_dir and valid and args.show_top:
+    rows = run_report.top_configs(model_dir, valid[0], args.collection,
+                                  args.show_top)
+    n = npz_format.load_graph(valid[0]).num_configs
+    print(f"\npredicted top {len(rows)} of {n} configs of "
+          f"{npz_format.graph_id(args.collection, valid[0])}:")
+    print("| predicted rank | config | score | true runtime | true rank |")
+    print("|---|---|---|---|---|")
+    for i, r in enumerate(rows):
+      print(f"| {i + 1} | {r['config']} | {r['score']:.3f} | "
+            f"{r['runtime']:.0f} | {r['true_rank']} |")
+  print(json.dumps({"pushed_model": pushed, "blessed":
+                    bool(ev and ev["blessed"])}))
+  return 0
+
+
+def _newest_version(base: str):
+  versions = [d for d in glob.glob(os.path.join(base, "*"))
+              if os.path.basename(d).isdigit()]
+  return max(versions, key=lambda d: int(os.path.basename(d))) if versions \
+      else None
+
+
+def _compile(args) -> int:
+  # pylint: disable=g-import-not-at-top
+  from pipeline import configs
+  from pipeline import pipeline as pipeline_lib
+  from pipeline import runners
+  bucket = f"gs://{args.project}-tpurank"
+  root = args.root or f"{bucket}/root"
+  pipeline = pipeline_lib.create_pipeline(
+      configs.PIPELINE_NAME, root, args.data or f"{bucket}/data",
+      args.collection,
+      args.serving_dir or f"{bucket}/serving/{configs.MODEL_NAME}",
+      dead_letter_dir=f"{root}/dead_letters",
+      beam_pipeline_args=args.beam_args or [
+          "--runner=DataflowRunner", f"--project={args.project}",
+          f"--region={args.region}", f"--temp_location={bucket}/tmp"],
+      vertex={"project": args.project, "region": args.region,
+              "image": args.image, "tpu": args.tpu})
+  out = runners.compile_vertex(pipeline, args.image, args.out)
+  print(f"wrote {out}")
+  if args.submit:
+    job = runners.submit_vertex(out, args.project, args.region, root)
+    print(f"submitted: {job}")
+  return 0
