@@ -5,7 +5,7 @@ writes them), so a graph with 100k configs never needs them all at once.
 """
 
 import collections
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -13,6 +13,40 @@ import tensorflow as tf
 from pipeline import examples
 from schemas import graph_tensor
 from schemas import npz_format
+
+
+def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
+                k: int = 64, batch: int = 4, hops: int = 2) -> np.ndarray:
+  """Scores every config of a graph through any `score_examples` function.
+
+  Args:
+    score_examples: list of serialized examples -> (scores, config_index),
+      each [n, K_max]: an in-process SavedModel, a REST or a gRPC client.
+    graph: The graph.
+    gid: Its id (`<collection>:<stem>`).
+    k: Configs per example (request row).
+    batch: Examples per call.
+    hops: Layout pruning, as in training.
+
+  Returns:
+    [num_configs] scores, lower = predicted faster, by config index.
+  """
+  scores = np.full(graph.num_configs, np.nan, dtype=np.float64)
+  pending = []
+
+  def flush():
+    s, idx = score_examples(pending)
+    real = idx >= 0
+    scores[idx[real]] = s[real]
+    pending.clear()
+
+  for ex in examples.graph_examples(graph, gid, k, "test", hops):
+    pending.append(ex)
+    if len(pending) == batch:
+      flush()
+  if pending:
+    flush()
+  return scores
 
 
 class SavedModelScorer:
@@ -36,22 +70,8 @@ class SavedModelScorer:
   def score_graph(self, graph: npz_format.Graph, gid: str,
                   hops: int = 2) -> np.ndarray:
     """Predicted runtime scores of all configs (lower = faster), by index."""
-    scores = np.full(graph.num_configs, np.nan, dtype=np.float64)
-    pending = []
-
-    def flush():
-      s, idx = self.score_examples(pending)
-      real = idx >= 0
-      scores[idx[real]] = s[real]
-      pending.clear()
-
-    for ex in examples.graph_examples(graph, gid, self.k, "test", hops):
-      pending.append(ex)
-      if len(pending) == self.batch:
-        flush()
-    if pending:
-      flush()
-    return scores
+    return score_graph(self.score_examples, graph, gid, self.k, self.batch,
+                       hops)
 
   def score_records(self, kind: str, files: Sequence[str]) -> dict:
     """Scores every config in GraphTensor record files, grouped by graph.

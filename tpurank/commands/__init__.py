@@ -12,4 +12,6 @@ COMMANDS = {
     "train": "train",
     "pipeline": "pipeline",
     "rank": "rank",
+    "serve": "serve",
+    "score": "score",
 }

@@ -15,9 +15,20 @@ def add_parser(sub):
       "exported model and prints the best ones, with their measured "
       "runtimes when the file has them.")
   p.add_argument("--graph", required=True, help="a TpuGraphs .npz file")
-  p.add_argument("--model", required=True,
+  p.add_argument("--model", default=None,
                  help="SavedModel directory (e.g. OUT/export/1), or a base "
                  "directory of numbered versions (the newest is used)")
+  p.add_argument("--server", default=None,
+                 help="ask a model server instead: http://HOST:PORT (REST) "
+                 "or grpc://HOST:PORT (gRPC), e.g. `tpurank serve` or "
+                 "tensorflow_model_server")
+  p.add_argument("--model-name", default="tpurank",
+                 help="model name on the server")
+  p.add_argument("--model-version", type=int, default=None,
+                 help="model version on the server (default: the served one)")
+  p.add_argument("--k", type=int, default=64,
+                 help="configs per example; requests carry --batch examples")
+  p.add_argument("--batch", type=int, default=4)
   p.add_argument("--top", type=int, default=5)
   p.add_argument("--collection", default=None,
                  help="collection name for the graph id (default: from path)")
@@ -36,13 +47,25 @@ def resolve_model_dir(path: str) -> str:
 
 
 def run(args) -> int:
-  from serving.saved_model_scorer import SavedModelScorer  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from serving import saved_model_scorer
+  if (args.model is None) == (args.server is None):
+    raise fail("tpurank rank", "--model/--server", "exactly one of them",
+               "both" if args.model else "neither")
   graph = npz_format.load_graph(args.graph)
-  model_dir = resolve_model_dir(args.model)
   collection = args.collection or (
       "tile:xla" if graph.kind == "tile" else "layout")
-  scores = SavedModelScorer(model_dir).score_graph(
-      graph, npz_format.graph_id(collection, args.graph))
+  gid = npz_format.graph_id(collection, args.graph)
+  if args.server:
+    from serving import client
+    model_dir = f"{args.server} ({args.model_name})"
+    scorer = client.connect(args.server, args.model_name, args.model_version)
+    scores = saved_model_scorer.score_graph(scorer.score_examples, graph,
+                                            gid, args.k, args.batch)
+  else:
+    model_dir = resolve_model_dir(args.model)
+    scores = saved_model_scorer.SavedModelScorer(
+        model_dir, args.k, args.batch).score_graph(graph, gid)
   order = np.argsort(scores, kind="stable")
   runtime = graph.config_runtime.astype(np.float64)
   if graph.kind == "tile":

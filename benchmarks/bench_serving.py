@@ -1,0 +1,184 @@
+"""Benchmark of serving and scoring: latency, throughput, configs/s.
+
+Usage:
+  python -m benchmarks.bench_serving [--nodes 10000] [--configs 1000]
+      [--clients 1 4 16] [--seconds 20] [--report FILE]
+
+One simulated layout graph (~10k nodes, 1,000 configs) and a model with the
+default architecture (untrained: weights do not change the cost). A
+"ranking" is one client scoring all of the graph's configs (requests of
+--batch examples of --k configs each, examples built once beforehand). Each
+concurrency level runs for --seconds; reported: ranking latency p50/p99,
+rankings/s and configs/s, over REST and gRPC against `tpurank serve`
+started as a subprocess, beside the in-process SavedModel (the bound), and
+batch scoring (`tpurank score`'s Beam job) of a small simulated collection.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks import report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def make_model(graph_path: str, base: str) -> str:
+  """Exports a default-architecture layout model under base/tpurank/1."""
+  # pylint: disable=g-import-not-at-top
+  from pipeline import examples
+  from schemas import npz_format
+  from trainer import export
+  from trainer import input_fn
+  from trainer import model as model_lib
+  g = npz_format.load_graph(graph_path)
+  ex = list(examples.graph_examples(g, "layout:x:g", 16, "valid", hops=2))
+  graph = input_fn.model_input("layout", np.array(ex[:2], dtype=object))
+  stats = model_lib.FeatureStats(np.zeros(140, np.float32),
+                                 np.ones(140, np.float32),
+                                 np.zeros(24, np.float32),
+                                 np.ones(24, np.float32))
+  sm = model_lib.build_score_model(
+      model_lib.ModelConfig(kind="layout"),
+      graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
+      stats)
+  return export.export(sm, "layout", os.path.join(base, "tpurank"), {})
+
+
+def load_level(score_fn, requests, clients: int, seconds: float) -> dict:
+  """Rankings by `clients` concurrent clients for `seconds`."""
+  latencies = []
+  deadline = time.perf_counter() + seconds
+
+  def one_client():
+    mine = []
+    while time.perf_counter() < deadline:
+      start = time.perf_counter()
+      for r in requests:
+        score_fn(r)
+      mine.append(time.perf_counter() - start)
+    return mine
+
+  start = time.perf_counter()
+  with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+    for got in pool.map(lambda _: one_client(), range(clients)):
+      latencies += got
+  wall = time.perf_counter() - start
+  lat = np.array(latencies) * 1000
+  return {"clients": clients, "rankings": len(lat),
+          "p50_ms": float(np.percentile(lat, 50)),
+          "p99_ms": float(np.percentile(lat, 99)),
+          "rankings_per_s": len(lat) / wall}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--nodes", type=int, default=10000)
+  parser.add_argument("--configs", type=int, default=1000)
+  parser.add_argument("--k", type=int, default=128)
+  parser.add_argument("--batch", type=int, default=4)
+  parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
+  parser.add_argument("--seconds", type=float, default=20.0)
+  parser.add_argument("--report", default="benchmarks/results/serving.md")
+  args = parser.parse_args()
+  # pylint: disable=g-import-not-at-top
+  from pipeline import examples
+  from schemas import npz_format
+  from serving import client
+  from serving import saved_model_scorer
+  from serving import score_job
+  from simulator import synth
+  rows, extra = [], {}
+  with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "g.npz")
+    nodes, configs = synth.write_layout_graph(
+        path, np.random.default_rng(0), synth.SCALES["full"], "xla", "random",
+        nodes=args.nodes, configs=args.configs)
+    extra["graph"] = f"{nodes} nodes, {configs} configs"
+    model = make_model(path, os.path.join(tmp, "models"))
+    g = npz_format.load_graph(path)
+    start = time.perf_counter()
+    exs = list(examples.graph_examples(g, "layout:x:g", args.k, "test", 2))
+    extra["build_ms"] = (time.perf_counter() - start) * 1000
+    requests = [exs[i:i + args.batch] for i in range(0, len(exs), args.batch)]
+    extra["requests"] = f"{len(requests)} requests of <= {args.batch} " \
+                        f"examples of <= {args.k} configs"
+    local = saved_model_scorer.SavedModelScorer(model)
+    local.score_examples(requests[0])  # Warm up (tracing).
+    for n in args.clients:
+      rows.append({"path": "in-process SavedModel",
+                   **load_level(local.score_examples, requests, n,
+                                args.seconds)})
+      print(json.dumps(rows[-1]), flush=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tpurank.cli", "serve", "--model-base",
+         os.path.join(tmp, "models"), "--port", "0", "--grpc-port", "0"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        text=True)
+    try:
+      info = json.loads(server.stdout.readline())
+      for name, url in (("REST (tpurank serve)", info["rest"]),
+                        ("gRPC (tpurank serve)", info["grpc"])):
+        # One client object shared by the threads: urllib opens a
+        # connection per request, a gRPC channel multiplexes them.
+        c = client.connect(url)
+        c.score_examples(requests[0])
+        for n in args.clients:
+          rows.append({"path": name, **load_level(
+              c.score_examples, requests, n, args.seconds)})
+          print(json.dumps(rows[-1]), flush=True)
+    finally:
+      server.terminate()
+      server.wait()
+    data = os.path.join(tmp, "data")
+    coll = "layout:xla:random"
+    synth.synth_collection(coll, data, seed=0, scale="small", progress=False)
+    valid = score_job.find_collections(data, "valid")[coll]
+    n_configs = sum(npz_format.load_graph(f).num_configs for f in valid)
+    start = time.perf_counter()
+    summary = score_job.run([model], data, os.path.join(tmp, "sub.csv"),
+                            coll, "valid")
+    seconds = time.perf_counter() - start
+    extra["batch"] = {"graphs": summary["rows"], "configs": n_configs,
+                      "seconds": seconds, "configs_per_s": n_configs / seconds}
+  _write(args, rows, extra)
+
+
+def _write(args, rows, extra):
+  lines = ["# Serving and batch scoring", "",
+           f"Command: `python -m benchmarks.bench_serving --nodes "
+           f"{args.nodes} --configs {args.configs} --clients "
+           f"{' '.join(map(str, args.clients))} --seconds {args.seconds:g}`  ",
+           f"Date: {time.strftime('%Y-%m-%d %H:%M')}; 2 CPU cores (server "
+           "and clients share them); simulated graph "
+           f"({extra['graph']}); untrained model of the default "
+           "architecture (weights do not change the cost). A ranking = all "
+           f"configs of the graph: {extra['requests']}. Building the "
+           f"examples from the npz (client side, once): "
+           f"{extra['build_ms']:.0f} ms.", "",
+           "| path | concurrent clients | rankings | p50 ms | p99 ms | "
+           "rankings/s | configs/s |", "|---|---|---|---|---|---|---|"]
+  n = args.configs
+  for r in rows:
+    lines.append(f"| {r['path']} | {r['clients']} | {r['rankings']} | "
+                 f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | "
+                 f"{r['rankings_per_s']:.2f} | "
+                 f"{r['rankings_per_s'] * n:.0f} |")
+  b = extra["batch"]
+  lines += ["", f"Batch scoring (`tpurank score`, Beam RunInference, "
+            "DirectRunner over 2 cores, including pipeline start-up): "
+            f"{b['graphs']} graphs, {b['configs']} configs of the valid split "
+            f"of a small simulated layout:xla:random collection in "
+            f"{b['seconds']:.1f} s = {b['configs_per_s']:.0f} configs/s."]
+  report.write_report(args.report, lines)
+
+
+if __name__ == "__main__":
+  main()

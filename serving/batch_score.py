@@ -1,0 +1,181 @@
+"""Batch scoring with Beam RunInference: graph directories -> a Kaggle CSV.
+
+For each collection: graph files -> examples of every config (chunks of K,
+keyed by graph id) -> `RunInference` with the exported SavedModel (keyed) ->
+scores regrouped per graph -> one submission row per graph, best config
+first:
+
+    ID,TopConfigs
+    tile:xla:<stem>,<5 best config indices>
+    layout:xla:random:<stem>,<every config index, best first, ';'-separated>
+
+A graph that cannot be read, has no model of its kind, or does not get a
+score for every config becomes a dead letter with the reason. Where a graph
+has runtimes (train/valid splits) its metrics are written too. Counters
+reconcile: rows == graphs in - dead letters.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Iterable, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.ml.inference import base as inference
+import numpy as np
+
+from pipeline import convert
+from pipeline import examples
+from schemas import npz_format
+
+NAMESPACE = "tpurank.score"
+COUNTERS = ("graphs_in", "graphs_scored", "dead_letters", "configs_scored")
+TILE_TOP = 5
+HEADER = "ID,TopConfigs"
+
+
+class SavedModelHandler(inference.ModelHandler):
+  """RunInference handler for a tpurank SavedModel's serving signature.
+
+  Init args:
+    model_dir: The SavedModel version directory.
+    max_batch_size: Examples per signature call.
+  """
+
+  def __init__(self, model_dir: str, max_batch_size: int = 8):
+    super().__init__()
+    self._dir, self._max = model_dir, max_batch_size
+
+  def load_model(self):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return tf.saved_model.load(self._dir).signatures["serving_default"]
+
+  def run_inference(self, batch: Sequence[bytes], model,
+                    inference_args: Optional[dict] = None
+                    ) -> Iterable[inference.PredictionResult]:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    out = model(examples=tf.constant(list(batch), dtype=tf.string))
+    scores, index = out["scores"].numpy(), out["config_index"].numpy()
+    for s, i in zip(scores, index):
+      real = i >= 0
+      # The example bytes are not carried on: graphs can be large.
+      yield inference.PredictionResult(None, (i[real], s[real]))
+
+  def get_num_bytes(self, batch: Sequence[bytes]) -> int:
+    return sum(len(b) for b in batch)
+
+  def batch_elements_kwargs(self):
+    return {"min_batch_size": 1, "max_batch_size": self._max}
+
+  def get_metrics_namespace(self) -> str:
+    return "tpurank.RunInference"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreOptions:
+  """k: configs per example; hops: layout pruning (as in training)."""
+  k: int = 128
+  hops: int = 2
+
+
+def _counters():
+  return {n: beam.metrics.Metrics.counter(NAMESPACE, n) for n in COUNTERS}
+
+
+class _ToExamples(beam.DoFn):
+  """A graph file -> (gid, example) of all its configs; graph info; or a
+  dead letter."""
+
+  def __init__(self, collection: str, options: ScoreOptions):
+    super().__init__()
+    self._collection, self._options = collection, options
+    self._c = _counters()
+
+  def process(self, path: str):
+    self._c["graphs_in"].inc()
+    kind = npz_format.collection_kind(self._collection)
+    try:
+      graph = npz_format.load_graph(path, kind)
+    except Exception as e:  # pylint: disable=broad-except
+      self._c["dead_letters"].inc()
+      yield beam.pvalue.TaggedOutput("dead", convert.dead_letter(path, e))
+      return
+    gid = npz_format.graph_id(self._collection, path)
+    info = {"path": path, "kind": kind, "num_configs": graph.num_configs,
+            "runtime": graph.config_runtime.tolist() if graph.has_runtimes
+            else None,
+            "normalizer": (graph.config_runtime_normalizers.tolist()
+                           if kind == "tile" else None)}
+    yield beam.pvalue.TaggedOutput("graphs", (gid, info))
+    for ex in examples.graph_examples(graph, gid, self._options.k, "test",
+                                      self._options.hops):
+      yield gid, ex
+
+
+class _Assemble(beam.DoFn):
+  """All scores of one graph -> its submission row and metrics."""
+
+  def __init__(self):
+    super().__init__()
+    self._c = _counters()
+
+  def process(self, element):
+    # pylint: disable=g-import-not-at-top
+    from trainer import metrics
+    gid, grouped = element
+    (info,) = grouped["graphs"]
+    parts = list(grouped["scores"])
+    n = info["num_configs"]
+    index = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0)
+    scores = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
+    if len(index) != n or not np.array_equal(np.sort(index), np.arange(n)):
+      self._c["dead_letters"].inc()
+      yield beam.pvalue.TaggedOutput("dead", json.dumps({
+          "file": info["path"], "field": "scores",
+          "reason": f"{info['path']}: scores: expected one per config "
+                    f"({n}), found {len(index)}"}))
+      return
+    full = np.empty(n)
+    full[index.astype(np.int64)] = scores
+    order = np.argsort(full, kind="stable")
+    if info["kind"] == "tile":
+      order = order[:TILE_TOP]
+    self._c["graphs_scored"].inc()
+    self._c["configs_scored"].inc(n)
+    yield f"{gid},{';'.join(map(str, order))}"
+    if info["runtime"] is not None:
+      norm = (np.asarray(info["normalizer"], np.float64)
+              if info["normalizer"] is not None else None)
+      m = metrics.graph_metrics(info["kind"], full,
+                                np.asarray(info["runtime"], np.float64), norm)
+      yield beam.pvalue.TaggedOutput("metrics", json.dumps(
+          {"id": gid, **{k: float(v) for k, v in m.items()}}))
+
+
+@beam.ptransform_fn
+def ScoreCollection(files, collection: str, model_dir: str,  # pylint: disable=invalid-name
+                    options: ScoreOptions, batch_size: int = 8):
+  """PCollection of graph paths -> {rows, metrics, dead}.
+
+  Args:
+    files: Graph file paths of one collection.
+    collection: Its name (ids and kind).
+    model_dir: SavedModel of the matching kind.
+    options: ScoreOptions.
+    batch_size: Examples per model call.
+  """
+  read = (files
+          | "Reshuffle" >> beam.Reshuffle()
+          | "ToExamples" >> beam.ParDo(_ToExamples(collection, options))
+          .with_outputs("graphs", "dead", main="examples"))
+  scored = (read.examples
+            | "RunInference" >> inference.RunInference(
+                inference.KeyedModelHandler(
+                    SavedModelHandler(model_dir, batch_size)))
+            | "Inference" >> beam.MapTuple(lambda gid, r: (gid, r.inference)))
+  out = ({"graphs": read.graphs, "scores": scored}
+         | "Group" >> beam.CoGroupByKey()
+         | "Assemble" >> beam.ParDo(_Assemble()).with_outputs(
+             "metrics", "dead", main="rows"))
+  dead = ((read.dead, out.dead) | "Dead" >> beam.Flatten())
+  return {"rows": out.rows, "metrics": out.metrics, "dead": dead}

@@ -1,0 +1,123 @@
+"""Clients of a TF Serving–compatible server (real TF Serving or `tpurank
+serve`): REST and gRPC, with the same `score_examples` as the in-process
+scorer, so `saved_model_scorer.score_graph` ranks any number of configs in
+chunked requests through either.
+"""
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Optional
+
+import grpc
+from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+from schemas.errors import fail
+from serving import protocol
+
+DEFAULT_MODEL = "tpurank"
+MAX_MESSAGE_BYTES = 256 << 20
+
+
+class ServerError(RuntimeError):
+  """The server answered with an error (status and its message)."""
+
+
+class RestClient:
+  """Predicts through TF Serving's REST API.
+
+  Init args:
+    url: e.g. "http://localhost:8501".
+    model: Model name.
+    version: A version number, or None for the one the server serves.
+    timeout: Seconds per request.
+  """
+
+  def __init__(self, url: str, model: str = DEFAULT_MODEL,
+               version: Optional[int] = None, timeout: float = 120.0):
+    self._base = url.rstrip("/")
+    path = f"/v1/models/{model}"
+    if version is not None:
+      path += f"/versions/{int(version)}"
+    self._path, self._timeout = path, timeout
+
+  def _call(self, path: str, body: Optional[dict] = None) -> dict:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        self._base + path, data=data,
+        headers={"Content-Type": "application/json"})
+    try:
+      with urllib.request.urlopen(request, timeout=self._timeout) as r:
+        return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+      try:
+        message = json.loads(e.read()).get("error", "")
+      except ValueError:
+        message = e.reason
+      raise ServerError(f"{self._base}{path}: HTTP {e.code}: {message}") from e
+    except urllib.error.URLError as e:
+      raise fail(self._base, "--server", "a reachable TF Serving REST "
+                 "endpoint (is `tpurank serve` running?)",
+                 str(e.reason)) from e
+
+  def status(self) -> dict:
+    """The model status (`GET /v1/models/<name>`)."""
+    return self._call(self._path)
+
+  def score_examples(self, serialized: list[bytes]):
+    """(scores [n, K_max] lower = faster, config_index [n, K_max])."""
+    return protocol.parse_rest_response(
+        self._call(self._path + ":predict",
+                   protocol.rest_request(serialized)))
+
+
+class GrpcClient:
+  """Predicts through TF Serving's gRPC PredictionService.
+
+  Init args:
+    target: "host:port".
+    model: Model name.
+    version: A version number, or None for the one the server serves.
+    timeout: Seconds per request.
+  """
+
+  def __init__(self, target: str, model: str = DEFAULT_MODEL,
+               version: Optional[int] = None, timeout: float = 120.0):
+    self._target, self._model, self._version = target, model, version
+    self._timeout = timeout
+    self._channel = grpc.insecure_channel(target, options=[
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
+    self._stub = prediction_service_pb2_grpc.PredictionServiceStub(
+        self._channel)
+
+  def score_examples(self, serialized: list[bytes]):
+    """(scores [n, K_max] lower = faster, config_index [n, K_max])."""
+    request = protocol.grpc_request(serialized, self._model, self._version)
+    try:
+      response = self._stub.Predict(request, timeout=self._timeout)
+    except grpc.RpcError as e:
+      if e.code() == grpc.StatusCode.UNAVAILABLE:
+        raise fail(self._target, "--server", "a reachable TF Serving gRPC "
+                   "endpoint (is `tpurank serve` running?)",
+                   e.details()) from e
+      raise ServerError(f"{self._target}: {e.code().name}: "
+                        f"{e.details()}") from e
+    return protocol.parse_grpc_response(response)
+
+  def close(self):
+    self._channel.close()
+
+
+def connect(server: str, model: str = DEFAULT_MODEL,
+            version: Optional[int] = None):
+  """A client for `http(s)://host:port` (REST) or `grpc://host:port`."""
+  parsed = urllib.parse.urlparse(server)
+  if parsed.scheme in ("http", "https"):
+    return RestClient(server, model, version)
+  if parsed.scheme == "grpc" and parsed.netloc:
+    return GrpcClient(parsed.netloc, model, version)
+  raise fail(server, "--server", "http://HOST:PORT (REST) or "
+             "grpc://HOST:PORT (gRPC)", repr(server))
+

@@ -1,0 +1,93 @@
+"""A model repository in TF Serving's layout, and its `models.config`.
+
+    <base>/<name>/<version>/saved_model.pb
+
+`tensorflow_model_server --model_config_file=<base>/models.config` (or the
+`tensorflow/serving` container with <base> mounted) serves every model in
+it, as does `tpurank serve --model-base <base>`. Versions are integers; the
+highest complete one is served (a version appears only once its
+saved_model.pb is written: `trainer.export.save` writes aside and renames).
+"""
+
+import os
+import shutil
+from typing import Optional
+
+from google.protobuf import text_format
+from tensorflow_serving.config import model_server_config_pb2
+
+from schemas.errors import fail
+
+CONFIG_FILE = "models.config"
+
+
+def versions(model_base: str) -> list[int]:
+  """Complete numeric versions of one model, ascending."""
+  if not os.path.isdir(model_base):
+    return []
+  return sorted(int(d) for d in os.listdir(model_base) if d.isdigit() and
+                os.path.exists(os.path.join(model_base, d, "saved_model.pb")))
+
+
+def models(base: str) -> dict[str, list[int]]:
+  """{model name: versions} of every model under `base` with a version."""
+  if not os.path.isdir(base):
+    raise fail(base, "model base", "a directory of <name>/<version>/ "
+               "SavedModels", "no such directory")
+  found = {}
+  for name in sorted(os.listdir(base)):
+    v = versions(os.path.join(base, name))
+    if v:
+      found[name] = v
+  return found
+
+
+def models_config(base: str, container_base: Optional[str] = None) -> str:
+  """TF Serving's model config (text proto) for every model under `base`.
+
+  Args:
+    base: The repository.
+    container_base: The path the server sees `base` at (e.g. "/models" in
+      the tensorflow/serving container); default: `base` itself.
+  """
+  config = model_server_config_pb2.ModelServerConfig()
+  for name in models(base):
+    m = config.model_config_list.config.add()
+    m.name = name
+    m.base_path = os.path.join(container_base or os.path.abspath(base), name)
+    m.model_platform = "tensorflow"
+    m.model_version_policy.latest.num_versions = 1
+  return text_format.MessageToString(config)
+
+
+def write_models_config(base: str, container_base: Optional[str] = None
+                        ) -> str:
+  """Writes `<base>/models.config`; returns its path."""
+  if not models(base):
+    raise fail(base, "model base", "at least one <name>/<version>/"
+               "saved_model.pb", "none")
+  path = os.path.join(base, CONFIG_FILE)
+  with open(path + ".tmp", "w") as f:
+    f.write(models_config(base, container_base))
+  os.replace(path + ".tmp", path)
+  return path
+
+
+def publish(model_dir: str, base: str, name: str) -> str:
+  """Copies one exported SavedModel in as the next version of `name`.
+
+  The copy is made aside and renamed into place, so a polling server never
+  sees half a model. Returns the new version directory.
+  """
+  if not os.path.exists(os.path.join(model_dir, "saved_model.pb")):
+    raise fail(model_dir, "model", "a SavedModel directory", "no "
+               "saved_model.pb")
+  target_base = os.path.join(base, name)
+  os.makedirs(target_base, exist_ok=True)
+  version = max(versions(target_base), default=0) + 1
+  tmp = os.path.join(target_base, f".tmp-{version}")
+  shutil.rmtree(tmp, ignore_errors=True)
+  shutil.copytree(model_dir, tmp)
+  final = os.path.join(target_base, str(version))
+  os.rename(tmp, final)
+  return final

@@ -1,0 +1,315 @@
+"""A local, TF Serving–compatible model server for tpurank SavedModels.
+
+For machines without the `tensorflow_model_server` binary (it is neither on
+PyPI nor in Debian). It serves every model of a repository
+(`serving/model_repository.py` layout) with TF Serving's APIs:
+
+* REST: `GET /v1/models/<name>[/versions/<v>]` (model status) and
+  `POST /v1/models/<name>[/versions/<v>]:predict`;
+* gRPC: `tensorflow.serving.PredictionService/Predict` and
+  `tensorflow.serving.ModelService/GetModelStatus`, with the official
+  protos of `tensorflow-serving-api`.
+
+A poller loads a model's new highest version in the background and swaps it
+in once loaded, so requests never wait for a load (no downtime); the old
+version keeps answering until then. Bad requests get a 4xx with a JSON
+`{"error": ...}` (gRPC: INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED),
+never a crash.
+"""
+
+import concurrent.futures
+import dataclasses
+import http.server
+import json
+import logging
+import re
+import threading
+from typing import Callable, Optional
+
+import grpc
+import tensorflow as tf
+from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.apis import model_service_pb2_grpc
+from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+from schemas.errors import fail
+from serving import model_repository
+from serving import protocol
+
+DEFAULT_MAX_REQUEST_BYTES = 64 << 20
+_ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
+                    r"(?:/versions/(?P<version>\d+))?(?P<verb>:predict)?$")
+
+
+class NotFound(LookupError):
+  """No such model or version (404 / NOT_FOUND)."""
+
+
+@dataclasses.dataclass
+class Loaded:
+  """One loaded model version."""
+  name: str
+  version: int
+  predict: Callable
+
+
+class ModelManager:
+  """Keeps the newest version of every model under `base` loaded.
+
+  Init args:
+    base: The model repository.
+    poll_seconds: How often to look for new versions.
+  """
+
+  def __init__(self, base: str, poll_seconds: float = 2.0):
+    self.base, self._poll = base, poll_seconds
+    self._models: dict[str, Loaded] = {}
+    self._errors: dict[str, str] = {}
+    self._lock = threading.Lock()
+    self._stop = threading.Event()
+    self._thread = None
+
+  def refresh(self) -> None:
+    """Loads any newer version; the current one serves meanwhile."""
+    for name, versions in model_repository.models(self.base).items():
+      newest = versions[-1]
+      current = self._models.get(name)
+      if current is not None and current.version >= newest:
+        continue
+      path = f"{self.base}/{name}/{newest}"
+      try:
+        fn = tf.saved_model.load(path).signatures[protocol.SIGNATURE]
+      except Exception as e:  # pylint: disable=broad-except
+        # A broken version must not take the server (or the old one) down.
+        self._errors[name] = f"{path}: {e}"
+        logging.error("could not load %s: %s", path, e)
+        continue
+      with self._lock:
+        self._models[name] = Loaded(name, newest, fn)
+      logging.info("serving %s version %d", name, newest)
+
+  def start(self) -> None:
+    self.refresh()
+
+    def loop():
+      while not self._stop.wait(self._poll):
+        try:
+          self.refresh()
+        except Exception as e:  # pylint: disable=broad-except
+          logging.error("refresh failed: %s", e)
+
+    self._thread = threading.Thread(target=loop, daemon=True)
+    self._thread.start()
+
+  def stop(self) -> None:
+    self._stop.set()
+
+  def get(self, name: str, version: Optional[int] = None) -> Loaded:
+    with self._lock:
+      loaded = self._models.get(name)
+    if loaded is None:
+      raise NotFound(f"Servable not found for request: Latest({name})")
+    if version is not None and version != loaded.version:
+      raise NotFound(f"Servable not found for request: "
+                     f"Specific({name}, {version})")
+    return loaded
+
+  def served(self) -> dict[str, int]:
+    with self._lock:
+      return {n: m.version for n, m in self._models.items()}
+
+
+def predict(loaded: Loaded, serialized: list[bytes]):
+  """Runs the signature; malformed examples raise RequestError."""
+  try:
+    out = loaded.predict(examples=tf.constant(serialized, dtype=tf.string))
+  except (tf.errors.InvalidArgumentError, ValueError) as e:
+    message = str(e).strip().splitlines()[0][:500]
+    raise protocol.RequestError(f"examples: could not be parsed as tpurank "
+                                f"GraphTensor tf.Examples: {message}") from e
+  return out["scores"].numpy(), out["config_index"].numpy()
+
+
+def _status(loaded: Loaded) -> dict:
+  return {"model_version_status": [{
+      "version": str(loaded.version), "state": "AVAILABLE",
+      "status": {"error_code": "OK", "error_message": ""}}]}
+
+
+class _RestHandler(http.server.BaseHTTPRequestHandler):
+  """TF Serving's REST API over the manager."""
+
+  manager: ModelManager = None
+  max_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+  protocol_version = "HTTP/1.1"
+
+  def log_message(self, fmt, *args):  # Quiet: one line per error only.
+    pass
+
+  def _send(self, code: int, body: dict):
+    data = json.dumps(body).encode()
+    self.send_response(code)
+    self.send_header("Content-Type", "application/json")
+    self.send_header("Content-Length", str(len(data)))
+    self.end_headers()
+    self.wfile.write(data)
+
+  def _route(self):
+    m = _ROUTE.match(self.path.split("?")[0])
+    if not m:
+      self._send(404, {"error": f"no such endpoint: {self.path}"})
+      return None
+    version = int(m["version"]) if m["version"] else None
+    return m["name"], version, bool(m["verb"])
+
+  def do_GET(self):  # pylint: disable=invalid-name
+    route = self._route()
+    if route is None:
+      return
+    name, version, verb = route
+    if verb:
+      self._send(405, {"error": ":predict takes POST"})
+      return
+    try:
+      self._send(200, _status(self.manager.get(name, version)))
+    except NotFound as e:
+      self._send(404, {"error": str(e)})
+
+  def do_POST(self):  # pylint: disable=invalid-name
+    route = self._route()
+    if route is None:
+      return
+    name, version, verb = route
+    if not verb:
+      self._send(405, {"error": "POST needs :predict"})
+      return
+    length = self.headers.get("Content-Length")
+    if length is None or not length.isdigit():
+      self._send(411, {"error": "Content-Length required"})
+      return
+    if int(length) > self.max_bytes:
+      self.close_connection = True  # Do not read an oversized body.
+      self._send(413, {"error": f"request of {length} bytes exceeds the "
+                                f"limit of {self.max_bytes}"})
+      return
+    raw = self.rfile.read(int(length))
+    try:
+      body = json.loads(raw)
+      serialized, columnar = protocol.parse_rest_request(body)
+      loaded = self.manager.get(name, version)
+      scores, index = predict(loaded, serialized)
+    except NotFound as e:
+      self._send(404, {"error": str(e)})
+      return
+    except (ValueError, protocol.RequestError) as e:  # JSON errors too.
+      self._send(400, {"error": str(e)})
+      return
+    except Exception as e:  # pylint: disable=broad-except
+      logging.exception("predict failed")
+      self._send(500, {"error": f"internal error: {type(e).__name__}"})
+      return
+    self._send(200, protocol.rest_response(scores, index, columnar))
+
+
+class _PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+  """gRPC PredictionService.Predict over the manager."""
+
+  def __init__(self, manager: ModelManager):
+    self._manager = manager
+
+  def Predict(self, request, context):  # pylint: disable=invalid-name
+    version = (request.model_spec.version.value
+               if request.model_spec.HasField("version") else None)
+    try:
+      loaded = self._manager.get(request.model_spec.name, version)
+      scores, index = predict(loaded, protocol.parse_grpc_request(request))
+    except NotFound as e:
+      context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+    except protocol.RequestError as e:
+      context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+    return protocol.grpc_response(scores, index, loaded.name, loaded.version)
+
+
+class _ModelService(model_service_pb2_grpc.ModelServiceServicer):
+  """gRPC ModelService.GetModelStatus over the manager."""
+
+  def __init__(self, manager: ModelManager):
+    self._manager = manager
+
+  def GetModelStatus(self, request, context):  # pylint: disable=invalid-name
+    version = (request.model_spec.version.value
+               if request.model_spec.HasField("version") else None)
+    try:
+      loaded = self._manager.get(request.model_spec.name, version)
+    except NotFound as e:
+      context.abort(grpc.StatusCode.NOT_FOUND, str(e))
+    response = get_model_status_pb2.GetModelStatusResponse()
+    status = response.model_version_status.add()
+    status.version = loaded.version
+    status.state = get_model_status_pb2.ModelVersionStatus.AVAILABLE
+    return response
+
+
+class ModelServer:
+  """REST and gRPC endpoints over one model repository.
+
+  Init args:
+    base: The model repository (`<base>/<name>/<version>/`).
+    host: Interface to bind ("127.0.0.1": this machine only).
+    rest_port: REST port (0: any free port).
+    grpc_port: gRPC port (0: any free port; None: no gRPC).
+    poll_seconds: How often to look for new versions.
+    max_request_bytes: Larger requests are refused (413 /
+      RESOURCE_EXHAUSTED).
+  """
+
+  def __init__(self, base: str, host: str = "127.0.0.1", rest_port: int = 8501,
+               grpc_port: Optional[int] = 8500, poll_seconds: float = 2.0,
+               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+    self.manager = ModelManager(base, poll_seconds)
+    self._host, self._rest_port, self._grpc_port = host, rest_port, grpc_port
+    self._max = max_request_bytes
+    self._http = self._grpc = None
+    self.rest_port = self.grpc_port = None
+
+  def start(self) -> "ModelServer":
+    """Loads the models and starts serving; returns self (ports are set)."""
+    self.manager.start()
+    if not self.manager.served():
+      raise fail(
+          self.manager.base, "model base", "at least one loadable "
+          "<name>/<version>/saved_model.pb", "none")
+    handler = type("Handler", (_RestHandler,), {
+        "manager": self.manager, "max_bytes": self._max})
+    self._http = http.server.ThreadingHTTPServer(
+        (self._host, self._rest_port), handler)
+    self._http.daemon_threads = True
+    self.rest_port = self._http.server_address[1]
+    threading.Thread(target=self._http.serve_forever, daemon=True).start()
+    if self._grpc_port is not None:
+      self._grpc = grpc.server(
+          concurrent.futures.ThreadPoolExecutor(max_workers=16),
+          options=[("grpc.max_receive_message_length", self._max),
+                   ("grpc.max_send_message_length", self._max)])
+      prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+          _PredictionService(self.manager), self._grpc)
+      model_service_pb2_grpc.add_ModelServiceServicer_to_server(
+          _ModelService(self.manager), self._grpc)
+      self.grpc_port = self._grpc.add_insecure_port(
+          f"{self._host}:{self._grpc_port}")
+      self._grpc.start()
+    return self
+
+  def stop(self) -> None:
+    self.manager.stop()
+    if self._http:
+      self._http.shutdown()
+      self._http.server_close()
+    if self._grpc:
+      self._grpc.stop(grace=1)
+
+  def __enter__(self):
+    return self.start()
+
+  def __exit__(self, *exc):
+    self.stop()

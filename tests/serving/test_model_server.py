@@ -1,0 +1,198 @@
+"""Tests for the local TF Serving–compatible server and its clients."""
+
+import base64
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import grpc
+import numpy as np
+import pytest
+from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.apis import model_service_pb2_grpc
+from tensorflow_serving.apis import predict_pb2
+
+from schemas import npz_format
+from serving import client
+from serving import model_repository
+from serving import model_server
+from serving import protocol
+from serving import saved_model_scorer
+from tests.serving.conftest import build_model
+from tpurank import cli
+from trainer import export
+
+
+@pytest.fixture
+def server(repository):
+  base, _ = repository
+  srv = model_server.ModelServer(base, rest_port=0, grpc_port=0,
+                                 poll_seconds=0.2,
+                                 max_request_bytes=2 << 20).start()
+  yield srv
+  srv.stop()
+
+
+def _post(port, path, data: bytes):
+  req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
+                               headers={"Content-Type": "application/json"})
+  try:
+    with urllib.request.urlopen(req, timeout=30) as r:
+      return r.status, json.loads(r.read())
+  except urllib.error.HTTPError as e:
+    return e.code, json.loads(e.read())
+
+
+def test_rest_and_grpc_rank_like_the_saved_model(server, repository,
+                                                 layout_npz):
+  _, path = repository
+  g = npz_format.load_graph(layout_npz)
+  local = saved_model_scorer.SavedModelScorer(path, k=5, batch=3)
+  want = local.score_graph(g, "layout:x:g")
+  for c in (client.connect(f"http://127.0.0.1:{server.rest_port}"),
+            client.connect(f"grpc://127.0.0.1:{server.grpc_port}")):
+    got = saved_model_scorer.score_graph(c.score_examples, g, "layout:x:g",
+                                         k=5, batch=3)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_status_endpoints(server):
+  rest = client.RestClient(f"http://127.0.0.1:{server.rest_port}")
+  status = rest.status()["model_version_status"][0]
+  assert status["version"] == "1" and status["state"] == "AVAILABLE"
+  stub = model_service_pb2_grpc.ModelServiceStub(
+      grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+  req = get_model_status_pb2.GetModelStatusRequest()
+  req.model_spec.name = "tpurank"
+  got = stub.GetModelStatus(req, timeout=30).model_version_status[0]
+  assert got.version == 1 and got.state == (
+      get_model_status_pb2.ModelVersionStatus.AVAILABLE)
+
+
+@pytest.mark.parametrize("path,body,code", [
+    ("/v1/models/tpurank:predict", b"{not json", 400),
+    ("/v1/models/tpurank:predict", b'{"instances": []}', 400),
+    ("/v1/models/tpurank:predict", b'{"instances": [{"b64": "!!"}]}', 400),
+    ("/v1/models/tpurank:predict", json.dumps({"instances": [{
+        "b64": base64.b64encode(b"not an example").decode()}]}).encode(),
+     400),
+    ("/v1/models/tpurank:predict", b'{"instances": [1, 2]}', 400),
+    ("/v1/models/nope:predict", json.dumps(protocol.rest_request(
+        [b""])).encode(), 404),
+    ("/v1/models/tpurank/versions/7:predict", json.dumps(
+        protocol.rest_request([b""])).encode(), 404),
+    ("/v2/other", b"{}", 404),
+    ("/v1/models/tpurank:predict", b"x" * (3 << 20), 413),
+])
+def test_bad_rest_requests_get_4xx_json_and_the_server_lives_on(
+    server, repository, layout_npz, path, body, code):
+  status, answer = _post(server.rest_port, path, body)
+  assert status == code and answer["error"]
+  # Still serving.
+  g = npz_format.load_graph(layout_npz)
+  rest = client.connect(f"http://127.0.0.1:{server.rest_port}")
+  assert not np.isnan(saved_model_scorer.score_graph(
+      rest.score_examples, g, "x")).any()
+
+
+def test_bad_grpc_requests_get_status_codes(server):
+  stub = client.GrpcClient(f"127.0.0.1:{server.grpc_port}")
+  with pytest.raises(client.ServerError, match="INVALID_ARGUMENT"):
+    stub.score_examples([b"not an example"])
+  with pytest.raises(client.ServerError, match="NOT_FOUND"):
+    client.GrpcClient(f"127.0.0.1:{server.grpc_port}",
+                      model="nope").score_examples([b""])
+  with pytest.raises(client.ServerError, match="RESOURCE_EXHAUSTED"):
+    stub.score_examples([b"x" * (3 << 20)])
+  request = predict_pb2.PredictRequest()
+  request.model_spec.name = "tpurank"
+  with pytest.raises(grpc.RpcError) as e:
+    stub._stub.Predict(request, timeout=30)  # pylint: disable=protected-access
+  assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_new_version_is_picked_up_without_failed_requests(
+    server, repository, layout_npz, tmp_path):
+  base, _ = repository
+  g = npz_format.load_graph(layout_npz)
+  rest = client.RestClient(f"http://127.0.0.1:{server.rest_port}")
+  old = saved_model_scorer.score_graph(rest.score_examples, g, "x")
+  errors, stop = [], threading.Event()
+
+  def hammer():
+    while not stop.is_set():
+      try:
+        saved_model_scorer.score_graph(rest.score_examples, g, "x")
+      except Exception as e:  # pylint: disable=broad-except
+        errors.append(e)
+
+  worker = threading.Thread(target=hammer)
+  worker.start()
+  staged = export.export(build_model(layout_npz, seed=7), "layout",
+                         str(tmp_path / "staging"), {})
+  model_repository.publish(staged, base, "tpurank")
+  deadline = time.time() + 60
+  while server.manager.served()["tpurank"] != 2 and time.time() < deadline:
+    time.sleep(0.1)
+  stop.set()
+  worker.join()
+  assert server.manager.served()["tpurank"] == 2
+  assert rest.status()["model_version_status"][0]["version"] == "2"
+  assert not errors
+  new = saved_model_scorer.score_graph(rest.score_examples, g, "x")
+  assert not np.allclose(new, old)
+
+
+def test_models_config_names_every_model(repository):
+  base, _ = repository
+  path = model_repository.write_models_config(base, container_base="/models")
+  text = open(path).read()
+  assert 'name: "tpurank"' in text
+  assert 'base_path: "/models/tpurank"' in text
+  assert model_repository.models(base) == {"tpurank": [1]}
+
+
+def test_rank_command_through_the_server(server, repository, layout_npz,
+                                         capsys):
+  _, path = repository
+  for url in (f"http://127.0.0.1:{server.rest_port}",
+              f"grpc://127.0.0.1:{server.grpc_port}"):
+    assert cli.main(["rank", "--graph", layout_npz, "--server", url,
+                     "--top", "3", "--k", "7"]) == 0
+    rows = [l.split() for l in capsys.readouterr().out.splitlines()
+            if l.strip()[:1].isdigit()]
+    scores = saved_model_scorer.SavedModelScorer(path).score_graph(
+        npz_format.load_graph(layout_npz), "x")
+    assert [int(r[1]) for r in rows] == list(
+        np.argsort(scores, kind="stable")[:3])
+
+
+def test_rank_without_a_server_says_so(layout_npz, capsys):
+  assert cli.main(["rank", "--graph", layout_npz, "--server",
+                   "http://127.0.0.1:9"]) == 2
+  err = capsys.readouterr().err
+  assert "--server" in err and "tpurank serve" in err
+  assert os.path.exists(layout_npz)
+
+
+@pytest.mark.slow
+def test_serve_command_starts_answers_and_stops(repository):
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  base, _ = repository
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "tpurank.cli", "serve", "--model-base", base,
+       "--port", "0", "--grpc-port", "0"], stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+  try:
+    info = json.loads(proc.stdout.readline())
+    assert info["models"] == {"tpurank": 1}
+    assert os.path.exists(info["models_config"])
+    status = client.RestClient(info["rest"]).status()
+    assert status["model_version_status"][0]["state"] == "AVAILABLE"
+  finally:
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0
