@@ -5,11 +5,14 @@ TFX ExampleGen share. Each graph file becomes one example per chunk of
 configs (`pipeline/examples.py`); a file that cannot be read or fails
 validation becomes one dead-letter record (JSON: file, field, reason) on the
 `dead_letters` output instead. Beam counters in the namespace
-`tpurank.<split>` count graphs in/converted/dead, examples, configs and merged
-duplicate configs, so every run can show that its counts reconcile:
-graphs_in == graphs_converted + dead_letters.
+`tpurank.<split>` count files in, graphs in/converted/dead, examples,
+configs and merged duplicate configs, so every run can show that its counts
+reconcile: graphs_in == graphs_converted + dead_letters. Files are `.npz`
+(one graph) or raw tuning `.pb` (one graph, or one per tile kernel); an
+unreadable file counts as one graph, in dead letters.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -18,13 +21,14 @@ from typing import Optional
 import apache_beam as beam
 
 from pipeline import examples
+from pipeline import graph_files
 from schemas import npz_format
 from schemas.errors import InputError
 
 DEAD_LETTERS = "dead_letters"
 EXAMPLES = "examples"
-COUNTERS = ("graphs_in", "graphs_converted", "dead_letters", "examples",
-            "configs", "configs_merged")
+COUNTERS = ("files_in", "graphs_in", "graphs_converted", "dead_letters",
+            "examples", "configs", "configs_merged")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,26 +85,31 @@ class _GraphToExamples(beam.DoFn):
 
   def process(self, path: str):
     c = self._counters
-    c["graphs_in"].inc()
-    kind = npz_format.collection_kind(self._collection)
-    try:
-      graph = npz_format.load_graph(path, kind)
-      gid = npz_format.graph_id(self._collection, path)
-      if self._split == examples.TRAIN:
-        c["configs_merged"].inc(examples.merge_duplicates(graph).merged)
-    except Exception as e:  # pylint: disable=broad-except
-      # Any unreadable input is data, not a crash: it goes to dead letters.
-      c["dead_letters"].inc()
-      yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead_letter(path, e))
-      return
+    c["files_in"].inc()
     o = self._options
     k = o.k if self._split == examples.TRAIN else o.eval_k
-    for ex in examples.graph_examples(graph, gid, k, self._split, o.hops,
-                                      o.seed, o.max_examples):
-      c["examples"].inc()
-      yield ex
-    c["configs"].inc(graph.num_configs)
-    c["graphs_converted"].inc()
+    with contextlib.ExitStack() as stack:
+      try:
+        # Everything is read and validated before the first example leaves.
+        graphs = stack.enter_context(graph_files.open_graphs(
+            path, self._collection))
+        merged = [examples.merge_duplicates(g).merged
+                  if self._split == examples.TRAIN else 0 for _, g in graphs]
+      except (InputError, OSError, ValueError, EOFError) as e:
+        # Unreadable input is data, not a crash: it goes to dead letters.
+        c["graphs_in"].inc()
+        c["dead_letters"].inc()
+        yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead_letter(path, e))
+        return
+      for (gid, graph), dup in zip(graphs, merged):
+        c["graphs_in"].inc()
+        c["configs_merged"].inc(dup)
+        for ex in examples.graph_examples(graph, gid, k, self._split, o.hops,
+                                          o.seed, o.max_examples):
+          c["examples"].inc()
+          yield ex
+        c["configs"].inc(graph.num_configs)
+        c["graphs_converted"].inc()
 
 
 @beam.ptransform_fn

@@ -1,5 +1,7 @@
 """The `tpurank convert` Beam job: a collection directory -> TFRecords.
 
+Graph files are TpuGraphs `.npz` or raw tuning `.pb` protos.
+
 Writes, under OUT:
   <split>/examples-SSSSS-of-NNNNN.tfrecord.gz  serialized GraphTensor examples
   dead_letters/<split>.jsonl                   one JSON record per bad file
@@ -20,6 +22,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline import convert
+from pipeline import graph_files
 from schemas import npz_format
 from schemas.errors import fail
 
@@ -40,13 +43,14 @@ def split_files(data_dir: str, collection: str) -> dict:
   """{split: sorted npz files}; splits without files are left out."""
   files = {}
   for split in SPLITS:
-    found = sorted(glob.glob(os.path.join(
-        npz_format.collection_dir(data_dir, collection, split), "*.npz")))
+    found = graph_files.list_files(
+        npz_format.collection_dir(data_dir, collection, split))
     if found:
       files[split] = found
   if not files:
     raise fail(npz_format.collection_dir(data_dir, collection, "*"),
-               "directory", f"train/valid/test *.npz files of {collection}",
+               "directory", f"train/valid/test *.npz (or raw *.pb) files of "
+               f"{collection}",
                "none (make some with `tpurank synth`)")
   return files
 
@@ -68,11 +72,11 @@ def reconcile(files: dict, counts: dict) -> list[str]:
   bad = []
   for split, paths in files.items():
     c = counts[split]
-    if not (len(paths) == c["graphs_in"] ==
-            c["graphs_converted"] + c["dead_letters"]):
-      bad.append(f"{split}: {len(paths)} files, {c['graphs_in']} read, "
-                 f"{c['graphs_converted']} converted + {c['dead_letters']} "
-                 "dead letters")
+    if not (len(paths) == c["files_in"] and
+            c["graphs_in"] == c["graphs_converted"] + c["dead_letters"]):
+      bad.append(f"{split}: {len(paths)} files, {c['files_in']} read; "
+                 f"{c['graphs_in']} graphs = {c['graphs_converted']} "
+                 f"converted + {c['dead_letters']} dead letters?")
   return bad
 
 

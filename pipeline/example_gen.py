@@ -27,6 +27,7 @@ from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
 
 from pipeline import convert
+from pipeline import graph_files
 from schemas import npz_format
 
 SPLITS = ("train", "valid", "test")
@@ -65,7 +66,7 @@ def read_custom_config(exec_properties: dict) -> dict:
 def input_config(splits=SPLITS) -> example_gen_pb2.Input:
   """One ExampleGen split per dataset split directory."""
   return example_gen_pb2.Input(splits=[
-      example_gen_pb2.Input.Split(name=s, pattern=f"{s}/*.npz")
+      example_gen_pb2.Input.Split(name=s, pattern=f"{s}/*")
       for s in splits])
 
 
@@ -90,15 +91,16 @@ class _DeadLetterCheck(beam.DoFn):
 def _TpuGraphsToExample(pipeline: beam.Pipeline,  # pylint: disable=invalid-name
                         exec_properties: dict[str, Any],
                         split_pattern: str) -> beam.pvalue.PCollection:
-  """Converts one split (`<split>/*.npz` under input_base) to examples."""
+  """Converts one split (`<split>/*.npz|*.pb` under input_base)."""
   custom = read_custom_config(exec_properties)
   collection = custom["collection"]
   npz_format.collection_kind(collection)  # Fails early on a bad name.
   options = convert.ConvertOptions.from_json(custom["options"])
   split = split_pattern.split("/")[0]
   pattern = os.path.join(exec_properties["input_base"], split_pattern)
-  files = sorted(beam.io.filesystems.FileSystems.match([pattern])[0]
-                 .metadata_list, key=lambda m: m.path)
+  files = sorted((m for m in beam.io.filesystems.FileSystems.match(
+      [pattern])[0].metadata_list
+                  if graph_files.is_graph_file(m.path)), key=lambda m: m.path)
   if not files:
     raise ValueError(f"{pattern}: no graph files for split {split!r}")
   out = (pipeline

@@ -15,6 +15,7 @@ has runtimes (train/valid splits) its metrics are written too. Counters
 reconcile: rows == graphs in - dead letters.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -26,7 +27,8 @@ import numpy as np
 
 from pipeline import convert
 from pipeline import examples
-from schemas import npz_format
+from pipeline import graph_files
+from schemas.errors import InputError
 
 NAMESPACE = "tpurank.score"
 COUNTERS = ("graphs_in", "graphs_scored", "dead_letters", "configs_scored")
@@ -83,8 +85,8 @@ def _counters():
 
 
 class _ToExamples(beam.DoFn):
-  """A graph file -> (gid, example) of all its configs; graph info; or a
-  dead letter."""
+  """A graph file (.npz or raw .pb) -> (gid, example) of all configs of
+  each of its graphs and their info; or a dead letter."""
 
   def __init__(self, collection: str, options: ScoreOptions):
     super().__init__()
@@ -92,24 +94,27 @@ class _ToExamples(beam.DoFn):
     self._c = _counters()
 
   def process(self, path: str):
-    self._c["graphs_in"].inc()
-    kind = npz_format.collection_kind(self._collection)
-    try:
-      graph = npz_format.load_graph(path, kind)
-    except Exception as e:  # pylint: disable=broad-except
-      self._c["dead_letters"].inc()
-      yield beam.pvalue.TaggedOutput("dead", convert.dead_letter(path, e))
-      return
-    gid = npz_format.graph_id(self._collection, path)
-    info = {"path": path, "kind": kind, "num_configs": graph.num_configs,
-            "runtime": graph.config_runtime.tolist() if graph.has_runtimes
-            else None,
-            "normalizer": (graph.config_runtime_normalizers.tolist()
-                           if kind == "tile" else None)}
-    yield beam.pvalue.TaggedOutput("graphs", (gid, info))
-    for ex in examples.graph_examples(graph, gid, self._options.k, "test",
-                                      self._options.hops):
-      yield gid, ex
+    with contextlib.ExitStack() as stack:
+      try:
+        graphs = stack.enter_context(graph_files.open_graphs(
+            path, self._collection))
+      except (InputError, OSError, ValueError, EOFError) as e:
+        self._c["graphs_in"].inc()
+        self._c["dead_letters"].inc()
+        yield beam.pvalue.TaggedOutput("dead", convert.dead_letter(path, e))
+        return
+      for gid, graph in graphs:
+        self._c["graphs_in"].inc()
+        info = {"path": path, "kind": graph.kind,
+                "num_configs": graph.num_configs,
+                "runtime": (graph.config_runtime.tolist()
+                            if graph.has_runtimes else None),
+                "normalizer": (graph.config_runtime_normalizers.tolist()
+                               if graph.kind == "tile" else None)}
+        yield beam.pvalue.TaggedOutput("graphs", (gid, info))
+        for ex in examples.graph_examples(graph, gid, self._options.k,
+                                          "test", self._options.hops):
+          yield gid, ex
 
 
 class _Assemble(beam.DoFn):

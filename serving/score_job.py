@@ -6,7 +6,6 @@ metrics where runtimes exist), OUT.dead_letters.jsonl and OUT.summary.json
 DirectRunner in multi-processing mode; other runners via Beam options.
 """
 
-import glob
 import json
 import os
 from typing import Optional, Sequence
@@ -16,6 +15,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline import convert_job
+from pipeline import graph_files
 from schemas import npz_format
 from schemas.errors import fail
 from serving import batch_score
@@ -52,8 +52,8 @@ def find_collections(data_dir: str, split: str) -> dict:
   """{collection: files} of every collection with files in `split`."""
   found = {}
   for c in npz_format.COLLECTIONS:
-    files = sorted(glob.glob(os.path.join(
-        npz_format.collection_dir(data_dir, c, split), "*.npz")))
+    files = graph_files.list_files(
+        npz_format.collection_dir(data_dir, c, split))
     if files:
       found[c] = files
   return found
@@ -71,7 +71,8 @@ def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
   if not found:
     wanted = collection or "any collection"
     raise fail(data_dir, "directory",
-               f"npz files of {wanted} in the {split} split", "none")
+               f"npz (or raw pb) files of {wanted} in the {split} split",
+               "none")
   models = pick_models(model_dirs, list(found))
   pipeline = beam.Pipeline(options=PipelineOptions(
       convert_job.default_beam_args(beam_args)))
@@ -124,8 +125,9 @@ def _summarize(result, found, models, base) -> dict:
   for c in result.metrics().query(MetricsFilter().with_namespace(
       batch_score.NAMESPACE))["counters"]:
     counts[c.key.metric.name] += int(c.committed or c.attempted or 0)
-  graphs = sum(len(f) for f in found.values())
   dead = _read_jsonl(base + ".dead_letters.jsonl")
+  no_model = sum(1 for d in dead if d["field"] == "--model")
+  graphs = counts["graphs_in"] + no_model
   with open(base) as f:
     rows = sum(1 for _ in f) - 1
   per_graph = _read_jsonl(base + ".metrics.jsonl")

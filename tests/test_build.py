@@ -6,7 +6,7 @@ import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("pipeline", "trainer", "serving", "schemas", "simulator",
-            "tpurank", "benchmarks")
+            "featurize", "tpurank", "benchmarks")
 
 
 def _named_in_build():

@@ -1,0 +1,55 @@
+"""Graph files of a collection: TpuGraphs `.npz` or raw tuning `.pb`.
+
+Conversion and scoring take either. A raw tuning proto is featurized
+(`featurize/tuning.py`) into npz files in a temporary directory that lives
+while its graphs are used (config features stream from disk), so both kinds
+then flow through the same code. One `.npz` is one graph; one tile
+`TuningData` `.pb` holds one graph per kernel.
+"""
+
+import contextlib
+import glob
+import os
+import tempfile
+from typing import Iterator
+
+from schemas import npz_format
+from schemas.errors import fail
+
+EXTENSIONS = (".npz", ".pb")
+
+
+def is_graph_file(path: str) -> bool:
+  return path.endswith(EXTENSIONS)
+
+
+def list_files(folder: str) -> list[str]:
+  """Sorted .npz and .pb files directly in `folder`."""
+  return sorted(p for p in glob.glob(os.path.join(folder, "*"))
+                if is_graph_file(p))
+
+
+@contextlib.contextmanager
+def open_graphs(path: str, collection: str
+                ) -> Iterator[list[tuple[str, npz_format.Graph]]]:
+  """[(graph id, loaded graph)] of one file, valid inside the `with`.
+
+  Raises:
+    InputError: the file is unreadable, invalid, or of the wrong kind.
+  """
+  kind = npz_format.collection_kind(collection)
+  if path.endswith(".npz"):
+    yield [(npz_format.graph_id(collection, path),
+            npz_format.load_graph(path, kind))]
+    return
+  # pylint: disable=g-import-not-at-top
+  from featurize import tuning
+  from schemas import tuning_proto
+  found, _ = tuning_proto.read(path)
+  if found != kind:
+    raise fail(path, "file", f"{kind} tuning data for {collection}",
+               f"{found} tuning data")
+  with tempfile.TemporaryDirectory(prefix="tpurank-pb-") as tmp:
+    yield [(npz_format.graph_id(collection, f),
+            npz_format.load_graph(f, kind))
+           for f in tuning.featurize(path, tmp)]
