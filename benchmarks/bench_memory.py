@@ -8,8 +8,11 @@ One simulated layout graph of real-dataset size (~44k nodes, 100k configs,
 512 configurable nodes; ~260 MB npz) is (1) trained on with `tpurank train`
 (its configs stream in chunks of K: records hold at most --max-examples
 chunks of the train graph; a small graph is the validation split) and (2)
-fully scored (every config, chunks of K) with the exported model in a fresh
-process. Each step's peak RSS is its own process's (ru_maxrss).
+scored with the exported model in a fresh process, configs streamed in
+chunks exactly as `score_graph` does, for the first --score-configs configs
+(0: all; on 2 CPU cores all 100k take long, and the RSS marks show memory
+flat after the first chunks). Each step's peak RSS is its own process's
+(ru_maxrss).
 """
 
 import argparse
@@ -27,17 +30,26 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _SCORE = r"""
 import json, resource, sys, time
+from pipeline import examples
 from schemas import npz_format
 from serving.saved_model_scorer import SavedModelScorer
-model, path, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
+model, path, k, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(
+    sys.argv[4])
 g = npz_format.load_graph(path)
-start = time.perf_counter()
-scores = SavedModelScorer(model, k=k, batch=1).score_graph(g, "layout:x:big")
-print(json.dumps({"seconds": time.perf_counter() - start,
-                  "configs": int(len(scores)),
-                  "scored": int((scores == scores).sum()),
-                  "peak_rss_mb": resource.getrusage(
-                      resource.RUSAGE_SELF).ru_maxrss / 1024}))
+scorer = SavedModelScorer(model, k=k, batch=1)
+rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+start, done, marks = time.perf_counter(), 0, []
+# The same stream of chunks as score_graph, stopped after `limit` configs.
+for ex in examples.graph_examples(g, "layout:x:big", k, "test", 2):
+  scores, index = scorer.score_examples([ex])
+  done += int((index >= 0).sum())
+  if not marks or done >= 2 * marks[-1][0]:
+    marks.append((done, rss()))
+  if limit and done >= limit:
+    break
+print(json.dumps({"seconds": time.perf_counter() - start, "scored": done,
+                  "configs": g.num_configs, "rss_marks": marks,
+                  "peak_rss_mb": rss()}))
 """
 
 
@@ -48,6 +60,9 @@ def main():
   parser.add_argument("--train-minutes", type=float, default=2.0)
   parser.add_argument("--k", type=int, default=16)
   parser.add_argument("--score-k", type=int, default=64)
+  parser.add_argument("--score-configs", type=int, default=5000,
+                      help="score this many configs (0: all); peak RSS is "
+                      "reached after the first chunks, time is linear")
   parser.add_argument("--report", default="benchmarks/results/memory.md")
   args = parser.parse_args()
   # pylint: disable=g-import-not-at-top
@@ -83,7 +98,7 @@ def main():
     summary = json.load(open(os.path.join(out, "summary.json")))
     score = json.loads(subprocess.run(
         [sys.executable, "-c", _SCORE, summary["export"], big,
-         str(args.score_k)], cwd=ROOT, capture_output=True, text=True,
+         str(args.score_k), str(args.score_configs)], cwd=ROOT, capture_output=True, text=True,
         check=True).stdout.strip().splitlines()[-1])
   rows = [
       ("graph", f"{nodes} nodes, {configs} configs, {npz_mb:.0f} MB npz "
@@ -92,10 +107,14 @@ def main():
        f"{args.train_minutes:g} min budget)",
        f"{train_s:.0f} s wall, {summary['train_examples']} train examples "
        f"of K={args.k}; peak RSS {train_rss:.0f} MB"),
-      (f"score every config (chunks of {args.score_k})",
+      (f"score (chunks of {args.score_k}, streamed)",
        f"{score['scored']} of {score['configs']} configs in "
-       f"{score['seconds']:.0f} s ({score['configs'] / score['seconds']:.0f} "
-       f"configs/s); peak RSS {score['peak_rss_mb']:.0f} MB"),
+       f"{score['seconds']:.0f} s ({score['scored'] / score['seconds']:.0f} "
+       f"configs/s, so all {score['configs']} in ~"
+       f"{score['configs'] / score['scored'] * score['seconds'] / 60:.0f} "
+       f"min); peak RSS {score['peak_rss_mb']:.0f} MB; RSS (MB) after n "
+       "configs: " + ", ".join(f"{n}: {r:.0f}" for n, r in
+                                score["rss_marks"])),
   ]
   lines = ["# Memory: one full-size layout graph (SIMULATED)", "",
            f"Command: `python -m benchmarks.bench_memory --nodes {args.nodes}"
