@@ -12,8 +12,10 @@ from trainer.model import FeatureStats
 def _moments(total, total_sq, count):
   mean = total / max(count, 1)
   var = np.maximum(total_sq / max(count, 1) - mean**2, 0.0)
-  # A feature constant on the train split must not blow up elsewhere.
-  var = np.where(var < 1e-4, 1.0, var)
+  # A feature (nearly) constant on the train split must not blow up
+  # elsewhere: below a standard deviation of 0.1 (signed-log units) it
+  # counts as constant.
+  var = np.where(var < 1e-2, 1.0, var)
   return mean.astype(np.float32), var.astype(np.float32)
 
 

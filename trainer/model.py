@@ -69,6 +69,9 @@ def signed_log(x):
   return tf.sign(x) * tf.math.log1p(tf.abs(x))
 
 
+Z_CLIP = 8.0  # Standardised features are clipped to [-Z_CLIP, Z_CLIP].
+
+
 class SignedLogNormalization(tf.keras.layers.Layer):
   """Signed log, then standardisation with fixed train statistics.
 
@@ -77,7 +80,7 @@ class SignedLogNormalization(tf.keras.layers.Layer):
     variance: [F] their variance.
 
   Call returns:
-    The standardised [N, F] features.
+    The standardised [N, F] features, clipped to [-Z_CLIP, Z_CLIP].
   """
 
   def __init__(self, mean, variance, **kwargs):
@@ -87,7 +90,9 @@ class SignedLogNormalization(tf.keras.layers.Layer):
             variance, np.float32))
 
   def call(self, x):
-    return self._norm(signed_log(x))
+    # Clipped: a graph unlike the train split (e.g. real HLO after
+    # simulated training) must not push every score into the bound.
+    return tf.clip_by_value(self._norm(signed_log(x)), -Z_CLIP, Z_CLIP)
 
 
 def _layout_cfg(cfg):

@@ -90,3 +90,28 @@ def test_config_only_ignores_the_graph(tmp_path):
     sm = model_lib.build_score_model(cfg, graph.spec, unit_stats())
     a, b = sm(graph)["scores"].numpy(), sm(other)["scores"].numpy()
     assert np.allclose(a, b) == same
+
+
+def test_features_far_outside_the_train_range_are_clipped(tmp_path):
+  _, graph = _inputs(tmp_path, "layout")
+  stats = unit_stats()
+  # A feature nearly constant in "training" (std 0.03), huge at inference.
+  stats.node_var[29] = 1e-3
+  sm = model_lib.build_score_model(
+      model_lib.ModelConfig(kind="layout"),
+      graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
+      stats)
+
+  def scores_with(value):
+    feat = graph.node_sets["op"]["feat"].numpy()
+    feat[:, 29] = value
+    features = dict(graph.node_sets["op"].features)
+    features["feat"] = tf.constant(feat)
+    return sm(graph.replace_features(node_sets={"op": features}))[
+        "scores"].numpy()
+
+  far, farther = scores_with(1e6), scores_with(1e12)
+  assert np.isfinite(far).all() and len(np.unique(far)) > 1
+  # Past the clip, how far out a feature is no longer moves the scores.
+  np.testing.assert_allclose(far, farther, rtol=1e-6)
+  assert not np.allclose(far, scores_with(0.0))
