@@ -37,6 +37,7 @@ from serving import model_repository
 from serving import protocol
 
 DEFAULT_MAX_REQUEST_BYTES = 64 << 20
+_DRAIN_LIMIT = 1 << 30  # Larger oversized bodies are not even read.
 _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
                     r"(?:/versions/(?P<version>\d+))?(?P<verb>:predict)?$")
 
@@ -188,7 +189,13 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
       self._send(411, {"error": "Content-Length required"})
       return
     if int(length) > self.max_bytes:
-      self.close_connection = True  # Do not read an oversized body.
+      self.close_connection = True
+      if int(length) <= _DRAIN_LIMIT:
+        # Read and drop the body so the client can read the answer (an
+        # unread body makes it fail with a broken pipe instead).
+        left = int(length)
+        while left > 0:
+          left -= len(self.rfile.read(min(left, 1 << 20))) or left
       self._send(413, {"error": f"request of {length} bytes exceeds the "
                                 f"limit of {self.max_bytes}"})
       return
