@@ -93,19 +93,19 @@ class _GraphToExamples(beam.DoFn):
         # Everything is read and validated before the first example leaves.
         graphs = stack.enter_context(graph_files.open_graphs(
             path, self._collection))
-        merged = [examples.merge_duplicates(g).merged
-                  if self._split == examples.TRAIN else 0 for _, g in graphs]
+        merged = [examples.merge_duplicates(g)
+                  if self._split == examples.TRAIN else None for _, g in graphs]
       except (InputError, OSError, ValueError, EOFError) as e:
         # Unreadable input is data, not a crash: it goes to dead letters.
         c["graphs_in"].inc()
         c["dead_letters"].inc()
         yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead_letter(path, e))
         return
-      for (gid, graph), dup in zip(graphs, merged):
+      for (gid, graph), merge in zip(graphs, merged):
         c["graphs_in"].inc()
-        c["configs_merged"].inc(dup)
+        c["configs_merged"].inc(merge.merged if merge else 0)
         for ex in examples.graph_examples(graph, gid, k, self._split, o.hops,
-                                          o.seed, o.max_examples):
+                                          o.seed, o.max_examples, merge):
           c["examples"].inc()
           yield ex
         c["configs"].inc(graph.num_configs)

@@ -80,14 +80,18 @@ def reconcile(files: dict, counts: dict) -> list[str]:
   return bad
 
 
+def read_jsonl(path: str) -> list[dict]:
+  """The records of a JSON-lines file ([] if it does not exist)."""
+  if not os.path.exists(path):
+    return []
+  with open(path) as f:
+    return [json.loads(line) for line in f if line.strip()]
+
+
 def read_dead_letters(out_dir: str) -> list[dict]:
   """All dead-letter records a conversion wrote."""
-  records = []
-  for path in sorted(glob.glob(os.path.join(out_dir, "dead_letters",
-                                            "*.jsonl"))):
-    with open(path) as f:
-      records += [json.loads(line) for line in f if line.strip()]
-  return records
+  return [r for path in sorted(glob.glob(os.path.join(
+      out_dir, "dead_letters", "*.jsonl"))) for r in read_jsonl(path)]
 
 
 def run(data_dir: str, collection: str, out_dir: str,

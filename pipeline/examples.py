@@ -84,7 +84,8 @@ def merge_duplicates(graph: npz_format.Graph, chunk: int = 4096) -> Merged:
 
 def graph_examples(graph: npz_format.Graph, gid: str, k: int, split: str,
                    hops: int = 2, seed: int = 0,
-                   max_examples: Optional[int] = None) -> Iterator[bytes]:
+                   max_examples: Optional[int] = None,
+                   merged: Optional[Merged] = None) -> Iterator[bytes]:
   """Yields the serialized examples of one graph.
 
   Args:
@@ -96,9 +97,11 @@ def graph_examples(graph: npz_format.Graph, gid: str, k: int, split: str,
       neighbourhood (-1: the whole graph).
     seed: Shuffle seed (train).
     max_examples: Bound on examples per train graph.
+    merged: `merge_duplicates(graph)` if the caller already has it (train;
+      saves a second pass over every config).
   """
   if split == TRAIN:
-    merged = merge_duplicates(graph)
+    merged = merged or merge_duplicates(graph)
     graph = merged.graph
     reps = merged.representatives
     chunks = [reps[c] for c in config_chunks(len(reps), k, split, gid, seed,

@@ -111,13 +111,6 @@ def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
   return _summarize(result, found, models, base)
 
 
-def _read_jsonl(path: str) -> list[dict]:
-  if not os.path.exists(path):
-    return []
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
-
-
 def _summarize(result, found, models, base) -> dict:
   # pylint: disable=g-import-not-at-top
   from trainer import metrics as metrics_lib
@@ -125,12 +118,12 @@ def _summarize(result, found, models, base) -> dict:
   for c in result.metrics().query(MetricsFilter().with_namespace(
       batch_score.NAMESPACE))["counters"]:
     counts[c.key.metric.name] += int(c.committed or c.attempted or 0)
-  dead = _read_jsonl(base + ".dead_letters.jsonl")
+  dead = convert_job.read_jsonl(base + ".dead_letters.jsonl")
   no_model = sum(1 for d in dead if d["field"] == "--model")
   graphs = counts["graphs_in"] + no_model
   with open(base) as f:
     rows = sum(1 for _ in f) - 1
-  per_graph = _read_jsonl(base + ".metrics.jsonl")
+  per_graph = convert_job.read_jsonl(base + ".metrics.jsonl")
   means = {}
   for c in found:
     mine = [m for m in per_graph if m["id"].startswith(c + ":")]
