@@ -13,7 +13,7 @@ DEMO_COLLECTION ?= layout:nlp:random
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONWARNINGS ?= ignore::FutureWarning,ignore::DeprecationWarning
 
-.PHONY: setup demo test test-fast lock clean
+.PHONY: setup demo test test-fast lock clean bench bench-quick
 
 setup: $(STAMP)
 
@@ -70,3 +70,12 @@ test-fast: setup
 
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache
+
+# Every benchmark (about an hour on 2 cores): BENCHMARKS.md + plots under
+# benchmarks/results/. Simulated data throughout.
+bench: setup
+	$(PY) -m benchmarks.suite
+
+# A reduced suite (under 10 minutes) into bench_out/quick/.
+bench-quick: setup
+	$(PY) -m benchmarks.suite --quick

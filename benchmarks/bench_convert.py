@@ -1,7 +1,8 @@
 """Benchmark of the Beam conversion (`tpurank convert`) against bare np.load.
 
 Usage:
-  python -m benchmarks.bench_convert [--full] [--report FILE]
+  python -m benchmarks.bench_convert [--collections C ...] [--full]
+      [--report FILE]
 
 For each collection at `--scale small` (simulated, seed 0): the time to
 `np.load` every array of every npz (the bound: reading the input at all),
@@ -89,6 +90,8 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--full", action="store_true",
                       help="also one full-size layout graph")
+  parser.add_argument("--collections", nargs="+", default=None,
+                      help="default: all five")
   parser.add_argument("--full-nodes", type=int, default=40000)
   parser.add_argument("--full-configs", type=int, default=100000)
   parser.add_argument("--report", default="benchmarks/results/convert.md")
@@ -100,7 +103,7 @@ def main():
   from simulator import synth
   rows = []
   with tempfile.TemporaryDirectory() as tmp:
-    for c in npz_format.COLLECTIONS:
+    for c in args.collections or npz_format.COLLECTIONS:
       data = os.path.join(tmp, "data", c.replace(":", "_"))
       synth.synth_collection(c, data, seed=0, scale="small", progress=False)
       opts = pipeline_lib.convert_options(npz_format.collection_kind(c))
@@ -138,7 +141,9 @@ def main():
 def _write(args, rows, convert_defaults):
   lines = ["# Conversion (Beam) on SIMULATED data", "",
            f"Command: `python -m benchmarks.bench_convert"
-           f"{' --full' if args.full else ''}`  ",
+           + (f" --collections {' '.join(args.collections)}"
+              if args.collections else "")
+           + f"{' --full' if args.full else ''}`  ",
            f"Date: {time.strftime('%Y-%m-%d %H:%M')}; 2 CPU cores; "
            "collections from `tpurank synth --scale small --seed 0`; "
            f"conversion options {json.dumps(convert_defaults)} (pipeline/"
@@ -165,6 +170,7 @@ def _write(args, rows, convert_defaults):
             "COUNTS DID NOT RECONCILE: " + json.dumps(
                 [r["mismatches"] for r in rows])]
   report.write_report(args.report, lines)
+  report.write_json(args.report, {"rows": rows})
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ default architecture (untrained: weights do not change the cost). A
 --batch examples of --k configs each, examples built once beforehand). Each
 concurrency level runs for --seconds; reported: ranking latency p50/p99,
 rankings/s and configs/s, over REST and gRPC against `tpurank serve`
-started as a subprocess, beside the in-process SavedModel (the bound), and
-batch scoring (`tpurank score`'s Beam job) of a small simulated collection.
+started as a subprocess (with its default memory bounds) and its peak RSS,
+beside the in-process SavedModel at one client (the bound), and batch
+scoring (`tpurank score`'s Beam job) of a small simulated collection.
 """
 
 import argparse
@@ -50,6 +51,15 @@ def make_model(graph_path: str, base: str) -> str:
       graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
       stats)
   return export.export(sm, "layout", os.path.join(base, "tpurank"), {})
+
+
+def peak_rss_mb(pid: int) -> float:
+  """Peak resident memory (VmHWM) of a live process, in MB."""
+  with open(f"/proc/{pid}/status") as f:
+    for line in f:
+      if line.startswith("VmHWM:"):
+        return int(line.split()[1]) / 1024
+  return float("nan")
 
 
 def load_level(score_fn, requests, clients: int, seconds: float) -> dict:
@@ -110,13 +120,8 @@ def main():
     requests = [exs[i:i + args.batch] for i in range(0, len(exs), args.batch)]
     extra["requests"] = f"{len(requests)} requests of <= {args.batch} " \
                         f"examples of <= {args.k} configs"
-    local = saved_model_scorer.SavedModelScorer(model)
-    local.score_examples(requests[0])  # Warm up (tracing).
-    for n in args.clients:
-      rows.append({"path": "in-process SavedModel",
-                   **load_level(local.score_examples, requests, n,
-                                args.seconds)})
-      print(json.dumps(rows[-1]), flush=True)
+    # The server first: this process stays small meanwhile (the
+    # in-process scorer's activations would stay resident in it).
     server = subprocess.Popen(
         [sys.executable, "-m", "tpurank.cli", "serve", "--model-base",
          os.path.join(tmp, "models"), "--port", "0", "--grpc-port", "0"],
@@ -133,10 +138,19 @@ def main():
         for n in args.clients:
           rows.append({"path": name, **load_level(
               c.score_examples, requests, n, args.seconds)})
+          rows[-1]["server_peak_rss_mb"] = peak_rss_mb(server.pid)
           print(json.dumps(rows[-1]), flush=True)
     finally:
       server.terminate()
       server.wait()
+    # The bound: the same SavedModel in this process, one caller (more
+    # callers only share the same 2 cores).
+    local = saved_model_scorer.SavedModelScorer(model)
+    local.score_examples(requests[0])  # Warm up (tracing).
+    rows.append({"path": "in-process SavedModel",
+                 **load_level(local.score_examples, requests, 1,
+                              args.seconds)})
+    print(json.dumps(rows[-1]), flush=True)
     data = os.path.join(tmp, "data")
     coll = "layout:xla:random"
     synth.synth_collection(coll, data, seed=0, scale="small", progress=False)
@@ -164,20 +178,28 @@ def _write(args, rows, extra):
            f"examples from the npz (client side, once): "
            f"{extra['build_ms']:.0f} ms.", "",
            "| path | concurrent clients | rankings | p50 ms | p99 ms | "
-           "rankings/s | configs/s |", "|---|---|---|---|---|---|---|"]
+           "rankings/s | configs/s | server peak RSS MB (so far) |",
+           "|---|---|---|---|---|---|---|---|"]
   n = args.configs
   for r in rows:
     lines.append(f"| {r['path']} | {r['clients']} | {r['rankings']} | "
                  f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} | "
                  f"{r['rankings_per_s']:.2f} | "
-                 f"{r['rankings_per_s'] * n:.0f} |")
+                 f"{r['rankings_per_s'] * n:.0f} | "
+                 f"{r.get('server_peak_rss_mb', float('nan')):.0f} |")
   b = extra["batch"]
   lines += ["", f"Batch scoring (`tpurank score`, Beam RunInference, "
             "DirectRunner over 2 cores, including pipeline start-up): "
             f"{b['graphs']} graphs, {b['configs']} configs of the valid split "
             f"of a small simulated layout:xla:random collection in "
             f"{b['seconds']:.1f} s = {b['configs_per_s']:.0f} configs/s."]
+  lines += ["", "The server runs with its defaults: at most 2 predictions at "
+            "once (the rest wait, then get 429 and the client retries), so "
+            "its memory stays bounded however many clients call it."]
   report.write_report(args.report, lines)
+  report.write_json(args.report, {"rows": rows, **extra,
+                                  "configs": args.configs,
+                                  "nodes": args.nodes})
 
 
 if __name__ == "__main__":

@@ -56,8 +56,14 @@ class SavedModelHandler(inference.ModelHandler):
                     inference_args: Optional[dict] = None
                     ) -> Iterable[inference.PredictionResult]:
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    out = model(examples=tf.constant(list(batch), dtype=tf.string))
-    scores, index = out["scores"].numpy(), out["config_index"].numpy()
+    from serving import call_budget  # pylint: disable=g-import-not-at-top
+
+    def call(group):
+      out = model(examples=tf.constant(group, dtype=tf.string))
+      return out["scores"].numpy(), out["config_index"].numpy()
+
+    # Within the op-copy budget: large layout graphs split the batch.
+    scores, index = call_budget.score_in_groups(call, batch)
     for s, i in zip(scores, index):
       real = i >= 0
       # The example bytes are not carried on: graphs can be large.

@@ -5,6 +5,7 @@ chunked requests through either.
 """
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -18,10 +19,26 @@ from serving import protocol
 
 DEFAULT_MODEL = "tpurank"
 MAX_MESSAGE_BYTES = 256 << 20
+RETRIES = 6  # On "busy" answers, after 0.5, 1, 2, 4, 8, 16 s.
 
 
 class ServerError(RuntimeError):
   """The server answered with an error (status and its message)."""
+
+
+class ServerBusy(ServerError):
+  """The server is at capacity (REST 429; gRPC RESOURCE_EXHAUSTED busy)."""
+
+
+def _with_retries(call, retries: int):
+  """call(); on ServerBusy waits with exponential back-off, `retries` times."""
+  for attempt in range(retries + 1):
+    try:
+      return call()
+    except ServerBusy:
+      if attempt == retries:
+        raise
+      time.sleep(0.5 * 2**attempt)
 
 
 class RestClient:
@@ -32,15 +49,17 @@ class RestClient:
     model: Model name.
     version: A version number, or None for the one the server serves.
     timeout: Seconds per request.
+    retries: Retries with back-off while the server answers 429 (busy).
   """
 
   def __init__(self, url: str, model: str = DEFAULT_MODEL,
-               version: Optional[int] = None, timeout: float = 120.0):
+               version: Optional[int] = None, timeout: float = 120.0,
+               retries: int = RETRIES):
     self._base = url.rstrip("/")
     path = f"/v1/models/{model}"
     if version is not None:
       path += f"/versions/{int(version)}"
-    self._path, self._timeout = path, timeout
+    self._path, self._timeout, self._retries = path, timeout, retries
 
   def _call(self, path: str, body: Optional[dict] = None) -> dict:
     data = None if body is None else json.dumps(body).encode()
@@ -55,7 +74,8 @@ class RestClient:
         message = json.loads(e.read()).get("error", "")
       except ValueError:
         message = e.reason
-      raise ServerError(f"{self._base}{path}: HTTP {e.code}: {message}") from e
+      error = ServerBusy if e.code == 429 else ServerError
+      raise error(f"{self._base}{path}: HTTP {e.code}: {message}") from e
     except urllib.error.URLError as e:
       raise fail(self._base, "--server", "a reachable TF Serving REST "
                  "endpoint (is `tpurank serve` running?)",
@@ -67,9 +87,9 @@ class RestClient:
 
   def score_examples(self, serialized: list[bytes]):
     """(scores [n, K_max] lower = faster, config_index [n, K_max])."""
-    return protocol.parse_rest_response(
-        self._call(self._path + ":predict",
-                   protocol.rest_request(serialized)))
+    body = protocol.rest_request(serialized)
+    return protocol.parse_rest_response(_with_retries(
+        lambda: self._call(self._path + ":predict", body), self._retries))
 
 
 class GrpcClient:
@@ -80,12 +100,14 @@ class GrpcClient:
     model: Model name.
     version: A version number, or None for the one the server serves.
     timeout: Seconds per request.
+    retries: Retries with back-off while the server answers busy.
   """
 
   def __init__(self, target: str, model: str = DEFAULT_MODEL,
-               version: Optional[int] = None, timeout: float = 120.0):
+               version: Optional[int] = None, timeout: float = 120.0,
+               retries: int = RETRIES):
     self._target, self._model, self._version = target, model, version
-    self._timeout = timeout
+    self._timeout, self._retries = timeout, retries
     self._channel = grpc.insecure_channel(target, options=[
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
@@ -95,16 +117,21 @@ class GrpcClient:
   def score_examples(self, serialized: list[bytes]):
     """(scores [n, K_max] lower = faster, config_index [n, K_max])."""
     request = protocol.grpc_request(serialized, self._model, self._version)
+    return protocol.parse_grpc_response(
+        _with_retries(lambda: self._predict(request), self._retries))
+
+  def _predict(self, request):
     try:
-      response = self._stub.Predict(request, timeout=self._timeout)
+      return self._stub.Predict(request, timeout=self._timeout)
     except grpc.RpcError as e:
       if e.code() == grpc.StatusCode.UNAVAILABLE:
         raise fail(self._target, "--server", "a reachable TF Serving gRPC "
                    "endpoint (is `tpurank serve` running?)",
                    e.details()) from e
-      raise ServerError(f"{self._target}: {e.code().name}: "
-                        f"{e.details()}") from e
-    return protocol.parse_grpc_response(response)
+      busy = (e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and
+              (e.details() or "").startswith("server busy"))
+      raise (ServerBusy if busy else ServerError)(
+          f"{self._target}: {e.code().name}: {e.details()}") from e
 
   def close(self):
     self._channel.close()

@@ -15,6 +15,13 @@ in once loaded, so requests never wait for a load (no downtime); the old
 version keeps answering until then. Bad requests get a 4xx with a JSON
 `{"error": ...}` (gRPC: INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED),
 never a crash.
+
+Memory is bounded by admission control: at most `max_concurrent` requests
+predict at once, each of at most `max_examples` examples, run through the
+model in groups of at most `max_op_copies` op copies (`call_budget`), so a
+request's peak memory does not grow with its size. A request that finds
+no free slot within `queue_seconds` gets 429 / RESOURCE_EXHAUSTED (the
+clients retry with back-off); one with too many examples gets 413.
 """
 
 import concurrent.futures
@@ -33,10 +40,14 @@ from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from schemas.errors import fail
+from serving import call_budget
 from serving import model_repository
 from serving import protocol
 
 DEFAULT_MAX_REQUEST_BYTES = 64 << 20
+DEFAULT_MAX_CONCURRENT = 2  # CPU-bound: more in flight only adds memory.
+DEFAULT_MAX_EXAMPLES = 16
+DEFAULT_QUEUE_SECONDS = 30.0
 _DRAIN_LIMIT = 1 << 30  # Larger oversized bodies are not even read.
 _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
                     r"(?:/versions/(?P<version>\d+))?(?P<verb>:predict)?$")
@@ -44,6 +55,14 @@ _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
 
 class NotFound(LookupError):
   """No such model or version (404 / NOT_FOUND)."""
+
+
+class TooLarge(ValueError):
+  """More examples than one prediction may hold (413 / RESOURCE_EXHAUSTED)."""
+
+
+class Busy(RuntimeError):
+  """No prediction slot freed up in time (429 / RESOURCE_EXHAUSTED)."""
 
 
 @dataclasses.dataclass
@@ -131,16 +150,80 @@ def predict(loaded: Loaded, serialized: list[bytes]):
   return out["scores"].numpy(), out["config_index"].numpy()
 
 
+class Predictor:
+  """Admission control in front of `predict`: bounds the memory in use.
+
+  Init args:
+    manager: Where the models come from.
+    max_concurrent: Requests predicting at once.
+    max_examples: Examples per request.
+    queue_seconds: How long a request waits for a free slot.
+    max_op_copies: Op copies per model call (requests are split into
+      groups of examples within it).
+  """
+
+  def __init__(self, manager: ModelManager,
+               max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+               max_examples: int = DEFAULT_MAX_EXAMPLES,
+               queue_seconds: float = DEFAULT_QUEUE_SECONDS,
+               max_op_copies: int = call_budget.DEFAULT_MAX_OP_COPIES):
+    if min(max_concurrent, max_examples, max_op_copies) < 1:
+      raise ValueError("max_concurrent, max_examples and max_op_copies "
+                       "must be >= 1")
+    self.manager = manager
+    self.slots = threading.BoundedSemaphore(max_concurrent)
+    self._max_concurrent = max_concurrent
+    self._max_examples, self._queue = max_examples, queue_seconds
+    self._max_op_copies = max_op_copies
+    self.calls = 0  # Model calls so far (requests may take several).
+
+  def __call__(self, name: str, version: Optional[int],
+               serialized: list[bytes]):
+    """(loaded, scores, config_index); raises NotFound, TooLarge, Busy or
+    protocol.RequestError."""
+    loaded = self.manager.get(name, version)
+    if len(serialized) > self._max_examples:
+      raise TooLarge(f"request holds {len(serialized)} examples; the limit "
+                     f"is {self._max_examples} per request: split it (e.g. "
+                     f"`tpurank rank --batch {self._max_examples}`)")
+    if not serialized:
+      raise protocol.RequestError("examples: none given")
+    if not self.slots.acquire(timeout=self._queue):
+      raise Busy(f"server busy: {self._max_concurrent} requests predicting "
+                 f"and no slot freed within {self._queue:g} s; retry later")
+
+    def call(group):
+      self.calls += 1
+      return predict(loaded, group)
+
+    try:
+      scores, index = call_budget.score_in_groups(call, serialized,
+                                                  self._max_op_copies)
+    except call_budget.NotAnExample as e:
+      raise protocol.RequestError(f"examples: {e}") from e
+    finally:
+      self.slots.release()
+    return loaded, scores, index
+
+
 def _status(loaded: Loaded) -> dict:
   return {"model_version_status": [{
       "version": str(loaded.version), "state": "AVAILABLE",
       "status": {"error_code": "OK", "error_message": ""}}]}
 
 
+_REST_CODES = {NotFound: 404, TooLarge: 413, Busy: 429}
+_GRPC_CODES = {NotFound: grpc.StatusCode.NOT_FOUND,
+               TooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
+               Busy: grpc.StatusCode.RESOURCE_EXHAUSTED,
+               protocol.RequestError: grpc.StatusCode.INVALID_ARGUMENT}
+
+
 class _RestHandler(http.server.BaseHTTPRequestHandler):
   """TF Serving's REST API over the manager."""
 
   manager: ModelManager = None
+  predictor: Predictor = None
   max_bytes: int = DEFAULT_MAX_REQUEST_BYTES
   protocol_version = "HTTP/1.1"
 
@@ -150,6 +233,8 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
   def _send(self, code: int, body: dict):
     data = json.dumps(body).encode()
     self.send_response(code)
+    if code == 429:
+      self.send_header("Retry-After", "1")
     self.send_header("Content-Type", "application/json")
     self.send_header("Content-Length", str(len(data)))
     self.end_headers()
@@ -203,10 +288,9 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
     try:
       body = json.loads(raw)
       serialized, columnar = protocol.parse_rest_request(body)
-      loaded = self.manager.get(name, version)
-      scores, index = predict(loaded, serialized)
-    except NotFound as e:
-      self._send(404, {"error": str(e)})
+      _, scores, index = self.predictor(name, version, serialized)
+    except (NotFound, TooLarge, Busy) as e:
+      self._send(_REST_CODES[type(e)], {"error": str(e)})
       return
     except (ValueError, protocol.RequestError) as e:  # JSON errors too.
       self._send(400, {"error": str(e)})
@@ -221,19 +305,18 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
 class _PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
   """gRPC PredictionService.Predict over the manager."""
 
-  def __init__(self, manager: ModelManager):
-    self._manager = manager
+  def __init__(self, predictor: Predictor):
+    self._predictor = predictor
 
   def Predict(self, request, context):  # pylint: disable=invalid-name
     version = (request.model_spec.version.value
                if request.model_spec.HasField("version") else None)
     try:
-      loaded = self._manager.get(request.model_spec.name, version)
-      scores, index = predict(loaded, protocol.parse_grpc_request(request))
-    except NotFound as e:
-      context.abort(grpc.StatusCode.NOT_FOUND, str(e))
-    except protocol.RequestError as e:
-      context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+      loaded, scores, index = self._predictor(
+          request.model_spec.name, version,
+          protocol.parse_grpc_request(request))
+    except tuple(_GRPC_CODES) as e:
+      context.abort(_GRPC_CODES[type(e)], str(e))
     return protocol.grpc_response(scores, index, loaded.name, loaded.version)
 
 
@@ -268,12 +351,23 @@ class ModelServer:
     poll_seconds: How often to look for new versions.
     max_request_bytes: Larger requests are refused (413 /
       RESOURCE_EXHAUSTED).
+    max_concurrent: Predictions running at once (bounds memory).
+    max_examples: Examples per request (413 / RESOURCE_EXHAUSTED beyond).
+    queue_seconds: How long a request waits for a prediction slot before
+      429 / RESOURCE_EXHAUSTED.
+    max_op_copies: Op copies per model call (bounds a request's memory).
   """
 
   def __init__(self, base: str, host: str = "127.0.0.1", rest_port: int = 8501,
                grpc_port: Optional[int] = 8500, poll_seconds: float = 2.0,
-               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES):
+               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+               max_concurrent: int = DEFAULT_MAX_CONCURRENT,
+               max_examples: int = DEFAULT_MAX_EXAMPLES,
+               queue_seconds: float = DEFAULT_QUEUE_SECONDS,
+               max_op_copies: int = call_budget.DEFAULT_MAX_OP_COPIES):
     self.manager = ModelManager(base, poll_seconds)
+    self.predictor = Predictor(self.manager, max_concurrent, max_examples,
+                               queue_seconds, max_op_copies)
     self._host, self._rest_port, self._grpc_port = host, rest_port, grpc_port
     self._max = max_request_bytes
     self._http = self._grpc = None
@@ -287,7 +381,8 @@ class ModelServer:
           self.manager.base, "model base", "at least one loadable "
           "<name>/<version>/saved_model.pb", "none")
     handler = type("Handler", (_RestHandler,), {
-        "manager": self.manager, "max_bytes": self._max})
+        "manager": self.manager, "predictor": self.predictor,
+        "max_bytes": self._max})
     self._http = http.server.ThreadingHTTPServer(
         (self._host, self._rest_port), handler)
     self._http.daemon_threads = True
@@ -299,7 +394,7 @@ class ModelServer:
           options=[("grpc.max_receive_message_length", self._max),
                    ("grpc.max_send_message_length", self._max)])
       prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-          _PredictionService(self.manager), self._grpc)
+          _PredictionService(self.predictor), self._grpc)
       model_service_pb2_grpc.add_ModelServiceServicer_to_server(
           _ModelService(self.manager), self._grpc)
       self.grpc_port = self._grpc.add_insecure_port(

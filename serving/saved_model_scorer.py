@@ -1,7 +1,9 @@
 """Scores every config of a graph with an exported SavedModel, in-process.
 
 Configs go to the model in chunks of K (one example each, as conversion
-writes them), so a graph with 100k configs never needs them all at once.
+writes them), so a graph with 100k configs never needs them all at once; a
+call's examples are further grouped within an op-copy budget
+(`call_budget`), so large graphs do not multiply the memory either.
 """
 
 import collections
@@ -13,6 +15,7 @@ import tensorflow as tf
 from pipeline import examples
 from schemas import graph_tensor
 from schemas import npz_format
+from serving import call_budget
 
 
 def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
@@ -55,17 +58,22 @@ class SavedModelScorer:
   Init args:
     model_dir: Directory with saved_model.pb (e.g. OUT/export/1).
     k: Configs per request.
-    batch: Examples per call of the serving signature.
+    batch: Examples per call of the serving signature (at most).
+    max_op_copies: Op copies per model call (`call_budget`).
   """
 
-  def __init__(self, model_dir: str, k: int = 64, batch: int = 4):
+  def __init__(self, model_dir: str, k: int = 64, batch: int = 4,
+               max_op_copies: int = call_budget.DEFAULT_MAX_OP_COPIES):
     self._fn = tf.saved_model.load(model_dir).signatures["serving_default"]
-    self.k, self.batch = k, batch
+    self.k, self.batch, self._budget = k, batch, max_op_copies
+
+  def _call(self, serialized: list[bytes]):
+    out = self._fn(examples=tf.constant(serialized))
+    return out["scores"].numpy(), out["config_index"].numpy()
 
   def score_examples(self, serialized: list[bytes]):
     """Scores serialized examples: (scores, config_index), [n, K_max] each."""
-    out = self._fn(examples=tf.constant(serialized))
-    return out["scores"].numpy(), out["config_index"].numpy()
+    return call_budget.score_in_groups(self._call, serialized, self._budget)
 
   def score_graph(self, graph: npz_format.Graph, gid: str,
                   hops: int = 2) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 * Kendall tau (scipy, tau-b) between predicted and true runtime order, and
   ordered-pair accuracy (OPA): of the config pairs with different runtimes,
-  the share the model orders correctly. Layout collections.
+  the share the model orders correctly. Layout collections, beside the
+  top-1 slowdown below (how much slower the predicted best config is).
 * Top-K slowdown error (TpuGraphs paper): for each graph, the best
   normalised runtime among the model's K top configs over the best of all
   configs, minus 1. Tile collection, K = 1, 5, 10.
@@ -61,7 +62,8 @@ def graph_metrics(kind: str, pred_runtime: np.ndarray, runtime: np.ndarray,
     return {f"top{k}_error": top_k_error(pred_runtime, norm, k)
             for k in TOP_KS}
   return {"kendall_tau": kendall_tau(pred_runtime, runtime),
-          "opa": ordered_pair_accuracy(pred_runtime, runtime)}
+          "opa": ordered_pair_accuracy(pred_runtime, runtime),
+          "top1_error": top_k_error(pred_runtime, runtime, 1)}
 
 
 def collection_metrics(kind: str, per_graph: Iterable[dict]) -> dict:

@@ -80,6 +80,36 @@ class TrainConfig:
     return self.model.kind
 
 
+class ThroughputCallback(tf.keras.callbacks.Callback):
+  """Times the train steps alone (not validation, not the first step,
+  which traces and compiles), for examples/s.
+
+  Init args:
+    examples_per_step: Graphs (examples) per global batch.
+  """
+
+  def __init__(self, examples_per_step: int):
+    super().__init__()
+    self._per_step = examples_per_step
+    self.steps, self.seconds = 0, 0.0
+    self._start = None
+    self._seen_first = False
+
+  def on_train_batch_begin(self, batch, logs=None):
+    self._start = time.perf_counter()
+
+  def on_train_batch_end(self, batch, logs=None):
+    if self._seen_first:
+      self.steps += 1
+      self.seconds += time.perf_counter() - self._start
+    self._seen_first = True
+
+  def summary(self) -> dict:
+    return {"timed_steps": self.steps, "step_seconds": self.seconds,
+            "examples_per_second": (self.steps * self._per_step /
+                                    self.seconds if self.seconds else None)}
+
+
 class ValidationCallback(tf.keras.callbacks.Callback):
   """Scores all validation configs each epoch; keeps the best weights.
 
@@ -170,7 +200,9 @@ def train(cfg: TrainConfig) -> dict:
                            os.path.join(cfg.out_dir, "logs", "validation"),
                            cfg.max_minutes)
   metric, mode = metrics.PRIMARY[kind]
+  throughput = ThroughputCallback(per_replica * replicas)
   callbacks = [
+      throughput,
       tf.keras.callbacks.BackupAndRestore(os.path.join(cfg.out_dir,
                                                        "backup")),
       val,
@@ -202,7 +234,7 @@ def train(cfg: TrainConfig) -> dict:
              "best_epoch": None if val.best_epoch is None else
              val.best_epoch + 1, "train_seconds": seconds,
              "train_examples": num_examples, "steps_per_epoch": steps,
-             "replicas": replicas, "export": path}
+             "replicas": replicas, "export": path, **throughput.summary()}
   with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2, default=float)
   return summary

@@ -15,7 +15,10 @@ from tensorflow_serving.apis import get_model_status_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import predict_pb2
 
+from pipeline import examples
+from pipeline import prune
 from schemas import npz_format
+from serving import call_budget
 from serving import client
 from serving import model_repository
 from serving import model_server
@@ -112,6 +115,90 @@ def test_bad_grpc_requests_get_status_codes(server):
   with pytest.raises(grpc.RpcError) as e:
     stub._stub.Predict(request, timeout=30)  # pylint: disable=protected-access
   assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.fixture
+def small_server(repository):
+  """One prediction at a time, at most 3 examples, no waiting for a slot."""
+  base, _ = repository
+  srv = model_server.ModelServer(base, rest_port=0, grpc_port=0,
+                                 max_concurrent=1, max_examples=3,
+                                 queue_seconds=0.0).start()
+  yield srv
+  srv.stop()
+
+
+def _examples(layout_npz, k=4):
+  g = npz_format.load_graph(layout_npz)
+  return list(examples.graph_examples(g, "layout:x:g", k, "test", hops=2))
+
+
+def test_busy_server_answers_429_and_resource_exhausted(small_server,
+                                                        layout_npz):
+  exs = _examples(layout_npz)[:2]
+  rest = client.RestClient(f"http://127.0.0.1:{small_server.rest_port}",
+                           retries=0)
+  grpc_client = client.GrpcClient(f"127.0.0.1:{small_server.grpc_port}",
+                                  retries=0)
+  # Occupy the only prediction slot, as a long prediction would.
+  assert small_server.predictor.slots.acquire(timeout=1)
+  try:
+    status, answer = _post(small_server.rest_port,
+                           "/v1/models/tpurank:predict",
+                           json.dumps(protocol.rest_request(exs)).encode())
+    assert status == 429 and "busy" in answer["error"]
+    with pytest.raises(client.ServerBusy, match="HTTP 429"):
+      rest.score_examples(exs)
+    with pytest.raises(client.ServerBusy, match="RESOURCE_EXHAUSTED"):
+      grpc_client.score_examples(exs)
+  finally:
+    small_server.predictor.slots.release()
+  scores, _ = rest.score_examples(exs)
+  assert scores.shape[0] == 2 and np.isfinite(scores).all()
+
+
+def test_clients_retry_until_a_slot_frees(small_server, layout_npz):
+  exs = _examples(layout_npz)[:2]
+  assert small_server.predictor.slots.acquire(timeout=1)
+  threading.Timer(1.5, small_server.predictor.slots.release).start()
+  for c in (client.RestClient(f"http://127.0.0.1:{small_server.rest_port}"),
+            client.GrpcClient(f"127.0.0.1:{small_server.grpc_port}")):
+    scores, _ = c.score_examples(exs)
+    assert np.isfinite(scores).all()
+
+
+def test_too_many_examples_per_request_are_refused(small_server, layout_npz):
+  exs = _examples(layout_npz, k=2)[:4]
+  assert len(exs) == 4
+  status, answer = _post(small_server.rest_port, "/v1/models/tpurank:predict",
+                         json.dumps(protocol.rest_request(exs)).encode())
+  assert status == 413 and "limit is 3" in answer["error"]
+  with pytest.raises(client.ServerError, match="RESOURCE_EXHAUSTED.*limit"):
+    client.GrpcClient(f"127.0.0.1:{small_server.grpc_port}").score_examples(
+        exs)
+  # Chunked to the limit, the same graph ranks.
+  g = npz_format.load_graph(layout_npz)
+  got = saved_model_scorer.score_graph(
+      client.connect(f"grpc://127.0.0.1:{small_server.grpc_port}")
+      .score_examples, g, "x", k=2, batch=3)
+  assert got.shape == (g.num_configs,) and np.isfinite(got).all()
+
+
+def test_large_requests_run_in_groups_with_the_same_scores(repository,
+                                                           layout_npz):
+  base, path = repository
+  exs = _examples(layout_npz, k=3)[:3]
+  copies = [call_budget.op_copies(e) for e in exs]
+  pruned = prune.prune(npz_format.load_graph(layout_npz), 2).num_nodes
+  assert copies == [3 * pruned] * 3  # The pruned graph once per config.
+  want = saved_model_scorer.SavedModelScorer(path).score_examples(exs)
+  with model_server.ModelServer(base, rest_port=0, grpc_port=None,
+                                max_op_copies=max(copies)) as srv:
+    got = client.RestClient(
+        f"http://127.0.0.1:{srv.rest_port}").score_examples(exs)
+    assert srv.predictor.calls == 3  # One example per model call.
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(got[1], want[1])
 
 
 def test_new_version_is_picked_up_without_failed_requests(

@@ -47,3 +47,10 @@ def test_collection_metrics_average_and_skip_nan():
       {"kendall_tau": 0.5, "opa": 0.75},
       {"kendall_tau": float("nan"), "opa": 0.25}])
   assert out == {"kendall_tau": 0.5, "opa": 0.5, "graphs": 2}
+
+
+def test_layout_metrics_include_the_slowdown_of_the_predicted_best():
+  rt = np.array([2.0, 1.0, 4.0, 1.5])
+  out = metrics.graph_metrics("layout", np.array([0.0, 3.0, 1.0, 2.0]), rt)
+  assert out["top1_error"] == pytest.approx(1.0)  # Picks config 0: 2 / 1.
+  assert out["opa"] == pytest.approx(1 / 6)  # Only (0, 2) is ordered right.

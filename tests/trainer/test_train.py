@@ -47,6 +47,9 @@ def test_cli_trains_and_exports(tiny_data, tmp_path, collection, metric):
   _train(tiny_data, out, collection, "--epochs", "2")
   summary = json.load(open(os.path.join(out, "summary.json")))
   assert metric in summary["valid_metrics"]
+  # Every step but the first (tracing) is timed, over both epochs.
+  assert summary["timed_steps"] == 2 * summary["steps_per_epoch"] - 1
+  assert summary["examples_per_second"] > 0
   assert os.path.exists(os.path.join(out, "export", "1", "saved_model.pb"))
   assert os.listdir(os.path.join(out, "logs"))  # TensorBoard events.
 

@@ -1,8 +1,16 @@
 """`tpurank serve`: a local TF Serving–compatible server (REST and gRPC)."""
 
+import argparse
 import json
 import signal
 import threading
+
+
+def _positive(text: str) -> int:
+  value = int(text)
+  if value < 1:
+    raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+  return value
 
 
 def add_parser(sub):
@@ -25,6 +33,19 @@ def add_parser(sub):
                  help="how often to look for new versions")
   p.add_argument("--max-request-mb", type=float, default=64.0,
                  help="larger requests are refused with 413")
+  p.add_argument("--max-concurrent", type=_positive, default=2,
+                 help="predictions running at once; each holds a copy of "
+                 "the graph per config, so this bounds the memory")
+  p.add_argument("--max-examples", type=_positive, default=16,
+                 help="examples (graph + K configs each) per request; more "
+                 "get 413")
+  p.add_argument("--queue-seconds", type=float, default=30.0,
+                 help="how long a request waits for a free prediction slot "
+                 "before 429 (clients retry)")
+  p.add_argument("--max-op-copies", type=_positive, default=400_000,
+                 help="op copies (graph ops x configs) per model call: a "
+                 "request's examples run in groups within it, bounding its "
+                 "memory (~5 KB per op copy)")
 
 
 def run(args) -> int:
@@ -35,7 +56,8 @@ def run(args) -> int:
   server = model_server.ModelServer(
       args.model_base, args.host, args.port,
       None if args.grpc_port < 0 else args.grpc_port, args.poll_seconds,
-      int(args.max_request_mb * (1 << 20))).start()
+      int(args.max_request_mb * (1 << 20)), args.max_concurrent,
+      args.max_examples, args.queue_seconds, args.max_op_copies).start()
   print(json.dumps({
       "models": server.manager.served(),
       "rest": f"http://{args.host}:{server.rest_port}",

@@ -1,0 +1,95 @@
+"""The benchmark plots (matplotlib, PNG)."""
+
+import os
+
+import matplotlib
+matplotlib.use("Agg")  # Files only; no display on CI machines.
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+import numpy as np
+
+_STAGE_LABELS = {"convert": "convert (all configs)",
+                 "train": "train step", "score": "score (all configs)"}
+
+
+def _save(fig, path: str) -> str:
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return path
+
+
+def scaling_plot(points: list, axis: str, path: str) -> str:
+  """Time and peak RSS of each stage vs `axis` ("nodes" or "configs"),
+  log-log, with a linear-growth guide through each time curve's first
+  point (a curve steeper than its guide grows faster than linearly)."""
+  fig, (t_ax, m_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+  xs = np.array([p[axis] for p in points], dtype=float)
+  for stage, label in _STAGE_LABELS.items():
+    ts = np.array([p[stage]["seconds"] for p in points])
+    line, = t_ax.plot(xs, ts, "o-", label=label)
+    t_ax.plot(xs, ts[0] * xs / xs[0], ":", color=line.get_color(), lw=1)
+    m_ax.plot(xs, [p[stage]["peak_rss_mb"] for p in points], "o-",
+              label=label)
+  for ax, ylabel in ((t_ax, "seconds (dotted: linear growth)"),
+                     (m_ax, "peak RSS (MB)")):
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"graph {axis}")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+  fixed = "configs" if axis == "nodes" else "nodes"
+  fig.suptitle(f"Scaling vs {axis} ({fixed} fixed at {points[0][fixed]}; "
+               "simulated layout graphs)")
+  return _save(fig, path)
+
+
+def quality_plot(results: dict, path: str) -> str:
+  """Per collection, the primary metric of each model: mean and std over
+  seeds (bars) beside the references (markers)."""
+  names = list(results)
+  fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.8))
+  axes = np.atleast_1d(axes)
+  for ax, collection in zip(axes, names):
+    r = results[collection]
+    metric = "top5_error" if collection.startswith("tile") else "kendall_tau"
+    labels, means, stds = [], [], []
+    for model, runs in r["runs"].items():
+      values = [run["valid_metrics"].get(metric) for run in runs]
+      values = [v for v in values if v is not None]
+      labels.append(model)
+      means.append(np.mean(values) if values else np.nan)
+      stds.append(np.std(values) if values else 0)
+    for name, m in r["reference"].items():
+      if m.get(metric) is not None:
+        labels.append(name.split(" (")[0])
+        means.append(m[metric])
+        stds.append(0)
+    ax.bar(range(len(labels)), means, yerr=stds, capsize=3,
+           color=["C0", "C1"] + ["C7"] * (len(labels) - 2))
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=8)
+    ax.set_title(collection, fontsize=9)
+    ax.set_ylabel(metric + (" (lower is better)" if "error" in metric
+                            else " (higher is better)"), fontsize=8)
+  fig.suptitle("Quality on simulated data (mean ± std over seeds)")
+  return _save(fig, path)
+
+
+def serving_plot(rows: list, path: str) -> str:
+  """Ranking latency p50 (p99 as error bar) vs concurrent clients."""
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for name in dict.fromkeys(r["path"] for r in rows):
+    mine = [r for r in rows if r["path"] == name]
+    xs = [r["clients"] for r in mine]
+    p50 = np.array([r["p50_ms"] for r in mine]) / 1000
+    p99 = np.array([r["p99_ms"] for r in mine]) / 1000
+    ax.errorbar(xs, p50, yerr=[np.zeros_like(p50), p99 - p50], fmt="o-",
+                capsize=3, label=name)
+  ax.set_xscale("log", base=2)
+  ax.set_xlabel("concurrent clients")
+  ax.set_ylabel("seconds per ranking (p50, bar to p99)")
+  ax.grid(True, alpha=0.3)
+  ax.legend(fontsize=8)
+  return _save(fig, path)

@@ -1,0 +1,58 @@
+"""Tests for the benchmark suite's measuring and reporting code (not for
+any speed: no timing is asserted)."""
+
+import os
+
+import numpy as np
+import pytest
+
+from benchmarks import bench_scaling
+from benchmarks import plots
+from benchmarks import report
+from benchmarks import suite
+
+
+def test_slopes_tell_linear_from_quadratic_growth():
+  xs = [1000, 2000, 8000]
+  assert bench_scaling.slopes(xs, [2.0, 4.0, 16.0]) == pytest.approx([1, 1])
+  assert bench_scaling.slopes(xs, [1.0, 4.0, 64.0]) == pytest.approx([2, 2])
+  assert bench_scaling.slopes(xs, [1.0, 0.0, 2.0]) == [None, None]
+
+
+def test_embedded_report_moves_headings_down_and_repoints_images(tmp_path):
+  out = tmp_path / "results"
+  out.mkdir()
+  (out / "scaling.md").write_text(
+      "# Scaling\n\n## vs nodes\n\n![plot](scaling_nodes.png)\n")
+  lines = suite._embed(str(out), "scaling", str(tmp_path))  # pylint: disable=protected-access
+  assert lines[:3] == ["## Scaling", "", "### vs nodes"]
+  assert "![plot](results/scaling_nodes.png)" in lines
+  assert suite._embed(str(out), "missing", str(tmp_path))[0].startswith(  # pylint: disable=protected-access
+      "(missing: no report")
+
+
+@pytest.mark.slow
+def test_scaling_point_measures_every_stage_and_reports_ratios(tmp_path):
+  work = tmp_path / "work"
+  work.mkdir()
+  points = [bench_scaling.measure_point(str(work), n, 40) for n in (200, 400)]
+  for p in points:
+    assert p["configs"] == 40
+    for stage in bench_scaling.STAGES:
+      assert p[stage]["seconds"] > 0 and p[stage]["peak_rss_mb"] > 100
+    assert p["convert"]["out_mb"] > 0
+    assert p["score"]["configs_per_second"] > 0
+    assert 0 < p["train"]["examples_per_second"]
+  assert points[1]["nodes"] > points[0]["nodes"]
+  out = tmp_path / "results"
+  report.write_json(str(out / "scaling.md"), {"by_nodes": points,
+                                               "by_configs": points})
+  table = "\n".join(suite.speed_ratios(str(out)))
+  assert f"one graph ({points[1]['nodes']} nodes, 40 configs" in table
+  assert "training examples/s" in table and "of the bound" in table
+  png = plots.scaling_plot(points, "nodes", str(out / "scaling_nodes.png"))
+  with open(png, "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  assert os.path.getsize(png) > 10_000
+  assert np.isfinite([p["train"]["input_examples_per_second"]
+                      for p in points]).all()
