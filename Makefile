@@ -72,7 +72,7 @@ clean:
 	rm -rf $(DEMO_DIR) .pytest_cache
 
 # Every benchmark (about an hour on 2 cores): BENCHMARKS.md + plots under
-# benchmarks/results/. Simulated data throughout.
+# benchmarks/results/suite/. Simulated data throughout.
 bench: setup
 	$(PY) -m benchmarks.suite
 

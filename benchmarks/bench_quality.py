@@ -99,7 +99,7 @@ def official_baseline(collection, graphs, paths, base_dir) -> dict:
 
 
 def train_and_score(data, collection, out, minutes, seed, config_only,
-                    reuse=False):
+                    reuse=False, records=None):
   cmd = [sys.executable, "-m", "tpurank.cli", "train", "--collection",
          collection, "--data", data, "--out", out, "--max-minutes",
          str(minutes), "--seed", str(seed)]
@@ -109,6 +109,10 @@ def train_and_score(data, collection, out, minutes, seed, config_only,
     with open(os.path.join(out, "summary.json")) as f:
       return json.load(f)
   shutil.rmtree(out, ignore_errors=True)  # A stale backup would resume.
+  if records and os.path.isdir(records):
+    # The same train/valid examples for every run of the collection: runs
+    # differ in model, initialisation and data order, not in the sample.
+    shutil.copytree(records, os.path.join(out, "records"))
   start = time.time()
   subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
                  stderr=subprocess.DEVNULL)
@@ -143,12 +147,15 @@ def main():
       ref = {"official TpuGraphs baseline": official_baseline(
           c, graphs, paths, args.official_baseline), **ref}
     runs = {"GNN": [], "config-only": []}
+    records = None
     for seed in args.seeds:
       for name, config_only in (("GNN", False), ("config-only", True)):
         out = os.path.join(os.path.dirname(args.data), "runs",
                            c.replace(":", "_"), f"{name}-{seed}")
         runs[name].append(train_and_score(args.data, c, out, args.minutes,
-                                          seed, config_only, args.reuse_runs))
+                                          seed, config_only, args.reuse_runs,
+                                          records))
+        records = records or os.path.join(out, "records")
         print(c, name, seed, runs[name][-1]["valid_metrics"], flush=True)
     results[c] = {"reference": ref, "runs": runs}
   _write(args, results)
@@ -171,8 +178,10 @@ def _write(args, results):
            f"{args.minutes:g} --seeds {' '.join(map(str, args.seeds))}`  ",
            f"Date: {time.strftime('%Y-%m-%d %H:%M')}; valid split of "
            "`tpurank synth --scale small --seed 0`; each model trained for "
-           f"at most {args.minutes:g} minutes on 2 CPU cores; mean ± std over "
-           "seeds.", ""]
+           f"at most {args.minutes:g} minutes on 2 CPU cores (plus start-up, "
+           "record writing and the final validation); mean ± std over "
+           "training seeds (initialisation and data order; every run of a "
+           "collection trains on the same sampled examples).", ""]
   for c, r in results.items():
     kind = npz_format.collection_kind(c)
     names = (["kendall_tau", "opa", "top1_error"] if kind == "layout" else

@@ -5,7 +5,7 @@ Usage:
 
 `make bench` runs the full suite (about an hour on 2 cores) and writes
 BENCHMARKS.md at the top of the repository, the per-benchmark reports and
-PNG plots under benchmarks/results/; `make bench-quick` runs a reduced
+PNG plots under benchmarks/results/suite/; `make bench-quick` runs a reduced
 suite (under 10 minutes) into bench_out/quick/. Each benchmark runs as its
 own process, one after the other (they would distort each other's timings
 on 2 cores). All data is SIMULATED (`tpurank synth`): nothing here is a
@@ -30,17 +30,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # per collection within a stated budget; the rest measure speed and memory.
 SUITE = {
     "quality": ("benchmarks.bench_quality",
-                ["--minutes", "0.75", "--seeds", "0", "1", "2"],
-                ["--minutes", "0.15", "--seeds", "0", "1", "2",
+                ["--minutes", "0.5", "--seeds", "0", "1", "2"],
+                ["--minutes", "0.1", "--seeds", "0", "1",
                  "--collections", "layout:nlp:random"]),
     "convert": ("benchmarks.bench_convert", [],
                 ["--collections", "layout:nlp:random"]),
     "serving": ("benchmarks.bench_serving",
-                ["--clients", "1", "4", "16", "--seconds", "5"],
+                ["--clients", "1", "4", "--seconds", "5"],
                 ["--nodes", "2000", "--configs", "200", "--clients", "1",
                  "4", "--seconds", "2"]),
-    "scaling": ("benchmarks.bench_scaling", [],
-                ["--nodes", "500", "2000", "--configs", "500", "2000",
+    "scaling": ("benchmarks.bench_scaling",
+                ["--nodes", "1000", "5000", "20000", "44000", "--configs",
+                 "1000", "10000", "100000"],
+                ["--nodes", "500", "2000", "--configs", "2000",
                  "--fixed-configs", "500", "--fixed-nodes", "500"]),
 }
 
@@ -198,7 +200,7 @@ def main():
   parser.add_argument("--quick", action="store_true",
                       help="the reduced suite (under 10 minutes)")
   parser.add_argument("--out", default=None,
-                      help="reports and plots (default benchmarks/results, "
+                      help="reports and plots (default benchmarks/results/suite, "
                       "quick: bench_out/quick)")
   parser.add_argument("--summary", default=None,
                       help="default BENCHMARKS.md (quick: OUT/BENCHMARKS.md)")
@@ -207,7 +209,7 @@ def main():
                       "last results)")
   args = parser.parse_args()
   out = args.out or os.path.join(
-      ROOT, "bench_out/quick" if args.quick else "benchmarks/results")
+      ROOT, "bench_out/quick" if args.quick else "benchmarks/results/suite")
   summary = args.summary or (os.path.join(out, "BENCHMARKS.md") if args.quick
                              else os.path.join(ROOT, "BENCHMARKS.md"))
   os.makedirs(out, exist_ok=True)

@@ -138,6 +138,12 @@ class ValidationCallback(tf.keras.callbacks.Callback):
       return True
     return value > self.best if self._mode == "max" else value < self.best
 
+  def on_train_batch_end(self, batch, logs=None):
+    # The budget ends the epoch early (small budgets, long epochs); the
+    # epoch's validation still runs.
+    if time.time() > self._deadline:
+      self.model.stop_training = True
+
   def on_epoch_end(self, epoch, logs=None):
     result, _ = evaluate.metrics_of(self._kind, self._scorer(self._files))
     with self._writer.as_default():
