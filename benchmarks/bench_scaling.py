@@ -162,10 +162,16 @@ def main():
   if args.stage:
     print(json.dumps(_stage(args.stage, args.graph, args.work)))
     return
+  done = {}  # The sweeps may share a point: measured once.
+
+  def point(tmp, nodes, configs):
+    if (nodes, configs) not in done:
+      done[nodes, configs] = measure_point(tmp, nodes, configs)
+    return done[nodes, configs]
+
   with tempfile.TemporaryDirectory() as tmp:
-    by_nodes = [measure_point(tmp, n, args.fixed_configs) for n in args.nodes]
-    by_configs = [measure_point(tmp, args.fixed_nodes, c)
-                  for c in args.configs]
+    by_nodes = [point(tmp, n, args.fixed_configs) for n in args.nodes]
+    by_configs = [point(tmp, args.fixed_nodes, c) for c in args.configs]
   _write(args, by_nodes, by_configs)
 
 

@@ -213,10 +213,20 @@ def main():
   summary = args.summary or (os.path.join(out, "BENCHMARKS.md") if args.quick
                              else os.path.join(ROOT, "BENCHMARKS.md"))
   os.makedirs(out, exist_ok=True)
-  runs = [run_benchmark(name, out, args.quick)
-          for name in (args.only or SUITE)]
+  # What ran last time, so that --only keeps the others in the summary.
+  runs_file = os.path.join(out, "runs.json")
+  previous = {}
+  if args.only and os.path.exists(runs_file):
+    with open(runs_file) as f:
+      previous = {r["name"]: r for r in json.load(f)}
+  ran = {name: run_benchmark(name, out, args.quick)
+         for name in (args.only or SUITE)}
+  runs = [ran.get(name) or previous[name] for name in SUITE
+          if name in ran or name in previous]
+  with open(runs_file, "w") as f:
+    json.dump(runs, f, indent=1)
   write_summary(out, summary, runs, args.quick)
-  return 0 if all(r["ok"] for r in runs) else 1
+  return 0 if all(r["ok"] for r in ran.values()) else 1
 
 
 if __name__ == "__main__":
