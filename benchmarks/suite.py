@@ -184,14 +184,12 @@ def write_summary(out: str, summary_path: str, runs: list, quick: bool):
                  f"{'ok' if r['ok'] else 'FAILED: see ' + r['log']} |")
   lines += ["", "## Speed, each against its bound", ""] + speed_ratios(out)
   lines += [""]
-  if quality:
-    lines += ["## Quality", "", f"![quality]({rel}/quality.png)", ""]
-    lines += _embed(out, "quality", summary_dir)
-  for name in ("convert", "serving", "scaling"):
-    lines += [f"## {name.capitalize()}", ""]
+  for name in SUITE:  # Each report brings its own heading.
+    lines += _embed(out, name, summary_dir)
+    if name == "quality" and quality:
+      lines += [f"![quality]({rel}/quality.png)", ""]
     if name == "serving" and serving:
       lines += [f"![serving latency]({rel}/serving.png)", ""]
-    lines += _embed(out, name, summary_dir)
   report.write_report(summary_path, lines)
 
 
