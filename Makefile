@@ -71,7 +71,7 @@ test-fast: setup
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache
 
-# Every benchmark (about an hour on 2 cores): BENCHMARKS.md + plots under
+# Every benchmark (under an hour on 2 cores): BENCHMARKS.md + plots under
 # benchmarks/results/suite/. Simulated data throughout.
 bench: setup
 	$(PY) -m benchmarks.suite

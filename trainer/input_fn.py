@@ -117,22 +117,31 @@ def scan_examples(files: Sequence[str], kind: str) -> tuple[int, tuple]:
     (examples, (components, {node set: nodes}, {edge set: edges})) where
     each size is the largest any single example has after expansion.
   """
-  ds = read_records(files).batch(1).map(lambda s: model_input(kind, s))
-  count, biggest = 0, None
-  for g in ds:
-    count += 1
-    sizes = (int(g.num_components),
-             {n: int(ns.total_size) for n, ns in g.node_sets.items()},
-             {n: int(es.total_size) for n, es in g.edge_sets.items()})
-    if biggest is None:
-      biggest = sizes
-    else:
-      biggest = (max(biggest[0], sizes[0]),
-                 {n: max(v, sizes[1][n]) for n, v in biggest[1].items()},
-                 {n: max(v, sizes[2][n]) for n, v in biggest[2].items()})
-  if biggest is None:
+  # Sizes are computed inside tf.data (parallel, no GraphTensor reaches
+  # Python) and reduced in-graph: this pass runs before every training.
+  first = next(iter(read_records(files).batch(1)), None)
+  if first is None:
     raise fail(files[0], "records", "at least one example", "none")
-  return count, biggest
+  probe = model_input(kind, first)
+  node_sets, edge_sets = sorted(probe.node_sets), sorted(probe.edge_sets)
+
+  def sizes(serialized):
+    g = model_input(kind, serialized)
+    return tf.stack([tf.cast(g.num_components, tf.int64)] +
+                    [tf.cast(g.node_sets[n].total_size, tf.int64)
+                     for n in node_sets] +
+                    [tf.cast(g.edge_sets[e].total_size, tf.int64)
+                     for e in edge_sets])
+
+  ds = read_records(files).batch(1).map(
+      sizes, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+  count, top = ds.reduce(
+      (tf.constant(0, tf.int64), tf.zeros([1 + len(node_sets) + len(
+          edge_sets)], tf.int64)),
+      lambda acc, x: (acc[0] + 1, tf.maximum(acc[1], x)))
+  top = [int(v) for v in top.numpy()]
+  return int(count), (top[0], dict(zip(node_sets, top[1:1 + len(node_sets)])),
+                      dict(zip(edge_sets, top[1 + len(node_sets):])))
 
 
 def constraints_for(biggest: tuple, batch_size: int) -> tfgnn.SizeConstraints:
