@@ -40,7 +40,7 @@ SUITE = {
                 ["--nodes", "2000", "--configs", "200", "--clients", "1",
                  "4", "--seconds", "2"]),
     "scaling": ("benchmarks.bench_scaling",
-                ["--nodes", "1000", "5000", "20000", "44000", "--configs",
+                ["--nodes", "1000", "20000", "44000", "--configs",
                  "1000", "10000", "100000"],
                 ["--nodes", "500", "2000", "--configs", "2000",
                  "--fixed-configs", "500", "--fixed-nodes", "500"]),
