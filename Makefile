@@ -71,11 +71,11 @@ test-fast: setup
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache
 
-# Every benchmark (under an hour on 2 cores): BENCHMARKS.md + plots under
+# Every benchmark (about 61 minutes on 2 cores, measured): BENCHMARKS.md + plots under
 # benchmarks/results/suite/. Simulated data throughout.
 bench: setup
 	$(PY) -m benchmarks.suite
 
-# A reduced suite (under 10 minutes) into bench_out/quick/.
+# A reduced suite (about 11 minutes, measured) into bench_out/quick/.
 bench-quick: setup
 	$(PY) -m benchmarks.suite --quick
