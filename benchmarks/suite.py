@@ -190,12 +190,11 @@ def write_summary(out: str, summary_path: str, runs: list, quick: bool):
       lines += [f"![quality]({rel}/quality.png)", ""]
       long_run = os.path.join(ROOT, "benchmarks", "results", "quality.md")
       if os.path.exists(long_run):  # Too long for the suite's hour.
+        link = os.path.relpath(long_run, summary_dir)
         lines += [
             "The same comparison at the trainer's default budget (10 "
             "minutes per model), beside the official TpuGraphs baseline "
-            "(run outside this project): ["
-            f"{os.path.relpath(long_run, summary_dir)}]("
-            f"{os.path.relpath(long_run, summary_dir)}).", ""]
+            f"(run outside this project): [{link}]({link}).", ""]
     if name == "serving" and serving:
       lines += [f"![serving latency]({rel}/serving.png)", ""]
   report.write_report(summary_path, lines)

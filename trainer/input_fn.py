@@ -119,11 +119,11 @@ def scan_examples(files: Sequence[str], kind: str) -> tuple[int, tuple]:
   """
   # Sizes are computed inside tf.data (parallel, no GraphTensor reaches
   # Python) and reduced in-graph: this pass runs before every training.
-  first = next(iter(read_records(files).batch(1)), None)
-  if first is None:
-    raise fail(files[0], "records", "at least one example", "none")
-  probe = model_input(kind, first)
-  node_sets, edge_sets = sorted(probe.node_sets), sorted(probe.edge_sets)
+  # The set names come from the expanded graph's spec: nothing is parsed.
+  spec = read_records(files).batch(1).map(
+      lambda s: model_input(kind, s)).element_spec
+  node_sets = sorted(spec.node_sets_spec)
+  edge_sets = sorted(spec.edge_sets_spec)
 
   def sizes(serialized):
     g = model_input(kind, serialized)
@@ -139,6 +139,8 @@ def scan_examples(files: Sequence[str], kind: str) -> tuple[int, tuple]:
       (tf.constant(0, tf.int64), tf.zeros([1 + len(node_sets) + len(
           edge_sets)], tf.int64)),
       lambda acc, x: (acc[0] + 1, tf.maximum(acc[1], x)))
+  if int(count) == 0:
+    raise fail(files[0], "records", "at least one example", "none")
   top = [int(v) for v in top.numpy()]
   return int(count), (top[0], dict(zip(node_sets, top[1:1 + len(node_sets)])),
                       dict(zip(edge_sets, top[1 + len(node_sets):])))
