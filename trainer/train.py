@@ -63,6 +63,7 @@ class TrainConfig:
   mirrored: bool = False
   export_dir: Optional[str] = None  # Default <out_dir>/export (versioned).
   export_path: Optional[str] = None  # Exact SavedModel path (TFX), if set.
+  export: bool = True  # False: metrics only (sweeps, benchmarks).
   verbose: int = 2
 
   def __post_init__(self):
@@ -231,7 +232,9 @@ def train(cfg: TrainConfig) -> dict:
       "note": "trained on the data it was given; on tpurank synth data the "
               "runtimes are simulated",
   }
-  if cfg.export_path:
+  if not cfg.export:
+    path = None
+  elif cfg.export_path:
     path = export.save(score_model, kind, cfg.export_path, metadata)
   else:
     path = export.export(score_model, kind, cfg.export_dir or os.path.join(

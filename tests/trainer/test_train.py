@@ -69,8 +69,11 @@ def test_resume_after_interruption(tiny_data, tmp_path):
   proc.wait()
   done = [int(r["epoch"]) for r in csv.DictReader(open(history))]
   assert len(done) >= 2
+  # The rerun also skips the export, as sweeps and benchmarks do.
   _train(tiny_data, out, "layout:xla:random", "--epochs", str(done[-1] + 3),
-         "--patience", "50")
+         "--patience", "50", "--no-export")
+  assert json.load(open(os.path.join(out, "summary.json")))["export"] is None
+  assert not os.path.exists(os.path.join(out, "export"))
   epochs = [int(r["epoch"]) for r in csv.DictReader(open(history))]
   # The rerun continued after the last backed-up epoch, not from zero (the
   # backup may be one epoch ahead of the log if the kill fell between).

@@ -50,6 +50,9 @@ def add_parser(sub):
   p.add_argument("--mirrored", action="store_true",
                  help="MirroredStrategy over all local devices")
   p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--no-export", action="store_true",
+                 help="skip the SavedModel export (sweeps, benchmarks): "
+                 "summary.json still has the validation metrics")
 
 
 def run(args) -> int:
@@ -80,7 +83,7 @@ def run(args) -> int:
       learning_rate=args.learning_rate, epochs=args.epochs,
       steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
       patience=args.patience, xla=not args.no_xla, seed=args.seed,
-      tpu=args.tpu, mirrored=args.mirrored)
+      tpu=args.tpu, mirrored=args.mirrored, export=not args.no_export)
   summary = train_lib.train(cfg)
   print(json.dumps(summary, indent=2, default=float))
   return 0
