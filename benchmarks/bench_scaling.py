@@ -64,14 +64,18 @@ def _stage(stage: str, graph: str, work: str) -> dict:
     from trainer import input_fn
     from trainer import train as train_lib
     records = os.path.join(work, "train.tfrecord.gz")
+    valid = os.path.join(work, "valid.tfrecord.gz")
     g = npz_format.load_graph(graph)
-    with tf.io.TFRecordWriter(records, options="GZIP") as w:
-      for e in examples.graph_examples(g, gid, 16, "train", hops=2,
-                                       max_examples=24):
+    with tf.io.TFRecordWriter(records, options="GZIP") as w, \
+        tf.io.TFRecordWriter(valid, options="GZIP") as v:
+      for i, e in enumerate(examples.graph_examples(
+          g, gid, 16, "train", hops=2, max_examples=24)):
         w.write(e)
+        if i == 0:  # Validation is not measured here: one example.
+          v.write(e)
     cfg = train_lib.TrainConfig(
         collection="layout:xla:random", train_files=[records],
-        valid_files=[records], out_dir=os.path.join(work, "run"), epochs=2,
+        valid_files=[valid], out_dir=os.path.join(work, "run"), epochs=2,
         steps_per_epoch=TRAIN_STEPS, max_minutes=60, verbose=0,
         export_dir=os.path.join(work, "export"))
     _, biggest = input_fn.scan_examples([records], "layout")

@@ -131,6 +131,18 @@ OPCODE_IDS: dict[str, int] = {
 
 OPCODE_NAMES: dict[int, str] = {v: k for k, v in OPCODE_IDS.items()}
 
+# HLO's elementwise ops: XLA's layout assignment lets them run in their
+# operand's layout, so a layout chosen upstream propagates through them.
+ELEMENTWISE = frozenset((
+    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare",
+    "convert", "cosine", "divide", "exponential", "exponential-minus-one",
+    "floor", "imag", "is-finite", "log", "log-plus-one", "logistic",
+    "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt",
+    "power", "real", "remainder", "round-nearest-afz", "round-nearest-even",
+    "rsqrt", "select", "shift-left", "shift-right-arithmetic",
+    "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan", "tanh",
+    "xor"))
+
 UNKNOWN_OPCODE = 0
 MAX_OPCODE_ID = max(OPCODE_IDS.values())
 # Size of an embedding table that covers every id, unknown included.

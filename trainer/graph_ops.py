@@ -23,6 +23,8 @@ serving signature, and on any device.
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from schemas import opcodes
+
 CFG_WIDTH = 19  # 18 layout config features + "is configurable" flag.
 
 
@@ -161,6 +163,7 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
                       tf.stack([total_new, CFG_WIDTH]))
 
   new_feat = tf.gather(op["feat"], old_op)
+  new_opcode = tf.gather(op["opcode"], old_op)
   feed_new = tfgnn.EdgeSet.from_fields(
       sizes=m_new,
       adjacency=tfgnn.Adjacency.from_indices(source=("op", src),
@@ -171,10 +174,12 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
           features={"example": comp_example, "slot": slot}),
       node_sets={"op": tfgnn.NodeSet.from_fields(
           sizes=n_new,
-          features={"opcode": tf.gather(op["opcode"], old_op),
+          features={"opcode": new_opcode,
                     "feat": new_feat, "cfg": cfg,
-                    "phys": physical_layout_features(new_feat, cfg, src,
-                                                     tgt)})},
+                    "phys": tf.concat([
+                        physical_layout_features(new_feat, cfg, src, tgt),
+                        propagated_layout_features(new_feat, new_opcode,
+                                                   cfg, src, tgt)], 1)})},
       edge_sets=_with_rev(feed_new))
 
 
@@ -250,6 +255,106 @@ def physical_layout_features(feat: tf.Tensor, cfg: tf.Tensor, src: tf.Tensor,
 
 
 PHYS_WIDTH = 21
+
+# Longest elementwise chain a chosen layout is followed along: chains in
+# conv/dot nets (bias, activation, normalisation) are a few ops long.
+PROPAGATION_STEPS = 8
+_ELEMENTWISE_IDS = sorted(opcodes.opcode_id(n) for n in opcodes.ELEMENTWISE)
+
+
+def _first_two_operands(n, src, tgt):
+  """Producer of each op's first and second operand ([N] each; -1: none).
+
+  Edges are in operand order, so an op's first incoming edge is its first
+  operand.
+  """
+  m = tf.shape(src)[0]
+  edge_ids = tf.range(m)
+  first = tf.math.unsorted_segment_min(edge_ids, tgt, n)
+  rest = tf.where(tf.gather(first, tgt) == edge_ids, m, edge_ids)
+  second = tf.math.unsorted_segment_min(rest, tgt, n)
+  # Ops without such an edge get m (or the dtype's max): the -1 sentinel.
+  src = tf.concat([tf.cast(src, tf.int32), [-1]], 0)
+  return [tf.gather(src, tf.minimum(e, m)) for e in (first, second)]
+
+
+def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
+                               cfg: tf.Tensor, src: tf.Tensor,
+                               tgt: tf.Tensor) -> tf.Tensor:
+  """Every op's layout under the config, and the copies it implies.
+
+  XLA's layout assignment runs an elementwise op in its first operand's
+  layout (when the shapes match), so a configurable op's output layout
+  spreads down the elementwise chain after it; where an op reads an operand
+  in another layout than the operand has, a copy (transpose) runs. This
+  follows the chosen layouts along such chains (at most
+  PROPAGATION_STEPS ops), so both ends of a copy meet at one op:
+
+  * each op's effective output layout: the chosen `out` of a configurable
+    op (its current layout if the config leaves it to the compiler), the
+    first operand's for a same-shape elementwise op, the current one else;
+  * per op, `_layout_phys` of that layout against its current one (what
+    the config changes for ops it does not touch directly);
+  * per operand (first, second): a conflict flag (the operand's effective
+    layout differs from the layout the op reads it in: the chosen `in` /
+    `kernel` layout; the operand's own if the choice is left to the
+    compiler; the op's own for a same-shape elementwise op; the operand's
+    current layout for any other op) and the flag times the operand's log
+    element count (what the copy moves).
+
+  Args:
+    feat: [N, 140] raw node features.
+    opcode: [N] opcode ids.
+    cfg: [N, 19] config features plus the configurable flag.
+    src, tgt: [M] feed edges (producer -> consumer), in operand order.
+
+  Returns:
+    [N, PROPAGATED_WIDTH] float32.
+  """
+  n = tf.shape(feat)[0]
+  dims, current = feat[:, 21:27], feat[:, 134:140]
+  producers = _first_two_operands(n, src, tgt)
+  configurable = cfg[:, 18] > 0
+  chosen = configurable & (cfg[:, 0] >= 0)
+  own = tf.where(chosen[:, None], cfg[:, 0:6], current)
+  elementwise = tf.reduce_any(tf.equal(
+      tf.cast(opcode, tf.int32)[:, None], _ELEMENTWISE_IDS), axis=1)
+  first = tf.maximum(producers[0], 0)
+  inherits = (elementwise & ~configurable & (producers[0] >= 0) &
+              tf.reduce_all(tf.equal(dims, tf.gather(dims, first)), axis=1))
+  layout = own
+  for _ in range(PROPAGATION_STEPS):
+    layout = tf.where(inherits[:, None], tf.gather(layout, first), own)
+
+  def differ(a, b, shape):  # Over the dims of `shape` only (rest padding).
+    rank = tf.reduce_sum(tf.cast(shape > 0, tf.int32), axis=1)
+    return tf.reduce_any((tf.range(6)[None, :] < rank[:, None]) &
+                         tf.not_equal(a, b), axis=1)
+
+  parts = [_layout_phys(dims, current, layout)[:, :5],
+           tf.cast(differ(layout, current, dims), tf.float32)[:, None]]
+  for producer, group in zip(producers, (slice(6, 12), slice(12, 18))):
+    has = producer >= 0
+    p = tf.maximum(producer, 0)
+    operand_layout = tf.gather(layout, p)
+    reads_chosen = configurable & (cfg[:, group.start] >= 0)
+    reads_as_is = configurable & ~reads_chosen
+    # Same-shape elementwise ops read every operand in their own layout.
+    reads_own = elementwise & tf.reduce_all(tf.equal(
+        dims, tf.gather(dims, p)), axis=1)
+    wanted = tf.where(
+        reads_chosen[:, None], cfg[:, group],
+        tf.where(reads_as_is[:, None], operand_layout,
+                 tf.where(reads_own[:, None], layout, tf.gather(current, p))))
+    conflict = has & differ(wanted, operand_layout, tf.gather(dims, p))
+    size = tf.reduce_sum(tf.math.log(tf.maximum(tf.gather(dims, p), 1.0)),
+                         axis=1)
+    conflict = tf.cast(conflict, tf.float32)
+    parts += [conflict[:, None], (conflict * size)[:, None]]
+  return tf.concat(parts, axis=1)
+
+
+PROPAGATED_WIDTH = 10
 
 
 def expand(kind: str, graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:

@@ -191,7 +191,11 @@ def train(cfg: TrainConfig) -> dict:
     return input_fn.train_dataset(cfg.train_files, kind, per_replica, cfg.k,
                                   seed=seed, size_constraints=constraints)
 
-  sample_graph, _ = next(iter(dataset_fn()))
+  distributed = replicas > 1 or bool(cfg.tpu)
+  # Built once and reused by fit: building traces parsing and expansion.
+  local_data = None if distributed else dataset_fn()
+  sample_graph, _ = next(iter(
+      dataset_fn() if local_data is None else local_data))
   with strategy.scope():
     score_model = model_lib.build_score_model(cfg.model, sample_graph.spec,
                                               stats)
@@ -202,7 +206,7 @@ def train(cfg: TrainConfig) -> dict:
         metrics=[tfr.keras.metrics.OPAMetric(name="opa")],
         jit_compile=bool(cfg.xla or cfg.tpu))
   data = (strategy.distribute_datasets_from_function(dataset_fn)
-          if replicas > 1 or cfg.tpu else dataset_fn())
+          if distributed else local_data)
   val = ValidationCallback(score_model, kind, cfg.valid_files,
                            os.path.join(cfg.out_dir, "logs", "validation"),
                            cfg.max_minutes)

@@ -117,6 +117,41 @@ def test_physical_layout_features_by_hand():
   assert not kern.any()  # No second operand.
 
 
+def test_propagated_layout_features_by_hand():
+  """A dot's chosen layout runs down its elementwise chain; copies appear
+  exactly where a reader wants another layout than its operand has."""
+  from schemas import opcodes  # pylint: disable=g-import-not-at-top
+  names = ["parameter", "dot", "add", "reduce", "transpose", "copy",
+           "negate"]
+  opcode = np.array([opcodes.opcode_id(x) for x in names], np.int32)
+  feat = np.zeros((7, 140), np.float32)
+  feat[:, 21:23] = (4, 128)
+  feat[:, 134:136] = (1, 0)  # Every op's current layout: (1, 0).
+  feat[6, 21:24] = (4, 128, 2)  # Rank 3: does not inherit the rank-2 one.
+  feat[6, 134:137] = (2, 1, 0)
+  cfg = -np.ones((7, 19), np.float32)
+  cfg[:, 18] = 0
+  cfg[[1, 4, 5], 18] = 1
+  cfg[1, 0:2] = (0, 1)  # dot: output (0, 1) ...
+  cfg[1, 6:8] = (0, 1)  # ... reads its operand (now (1, 0)) as (0, 1).
+  cfg[4, 6:8] = (0, 1)  # transpose: reads the add as (0, 1), as it is.
+  # copy (5): reads the add in whatever layout it has (-1).
+  # parameter -> dot -> add -> {reduce, transpose, copy, negate}.
+  src = np.array([0, 1, 2, 2, 2, 2], np.int32)
+  tgt = np.array([1, 2, 3, 4, 5, 6], np.int32)
+  out = graph_ops.propagated_layout_features(feat, opcode, cfg, src,
+                                             tgt).numpy()
+  assert out.shape == (7, graph_ops.PROPAGATED_WIDTH)
+  # The dot and the add run in (0, 1): no longer their current layout.
+  np.testing.assert_array_equal(out[:, 5], [0, 1, 1, 0, 0, 0, 0])
+  np.testing.assert_allclose(out[2, :2], np.log([4, 128]), rtol=1e-6)
+  # First-operand copies: the dot (reads (0, 1) of a (1, 0) parameter),
+  # the reduce and the rank-3 negate (want the add's default (1, 0)).
+  np.testing.assert_array_equal(out[:, 6], [0, 1, 0, 1, 0, 0, 1])
+  np.testing.assert_allclose(out[3, 7], np.log(4 * 128), rtol=1e-6)
+  assert not out[:, 8:].any()  # Nobody has a second operand.
+
+
 def test_tile_config_features_by_hand(tmp_path):
   path, graphs = make_records(tmp_path, "tile", graphs=1, k=4)
   merged = input_fn.parse_batch("tile", _batch(path, 1))
