@@ -11,7 +11,8 @@ example, as `merge_batch_to_components` gives) and returns the model's input:
   graph whose configurable ops carry that config's 18 features in `cfg`
   (early join), since a layout config changes how every op around it runs,
   and in `phys` what that layout means physically (see
-  `physical_layout_features`).
+  `physical_layout_features`) and where it propagates to, with the copies
+  it implies (see `propagated_layout_features`).
 
 Each component (layout) or config node (tile) also gets `example` (its
 example in the batch) and `slot` (1 + its position in the example; padding

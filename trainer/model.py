@@ -8,7 +8,9 @@ that place each score in its example.
 * Ops are encoded from an opcode embedding and their 140 features, signed-log
   transformed and standardised with statistics of the train split (stored in
   the model as constants). Layout copies also read `cfg`: each of the 18
-  config values one-hot (-1..5) plus an "is configurable" flag (early join).
+  config values one-hot (-1..5) plus an "is configurable" flag (early join),
+  and `phys`: what the chosen layouts mean physically at every op they
+  reach (see `graph_ops.expand_layout`).
 * Message passing: `layers` rounds of GraphSAGE, GATv2 or MtAlbis over `feed`
   (along the data flow) and `rev` (against it).
 * Layout readout: a scalar contribution per op (an MLP of its state), averaged
