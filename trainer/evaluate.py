@@ -26,7 +26,7 @@ class RecordScorer:
                batch_size: int = 8):
     self._kind, self._batch_size = kind, batch_size
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def step(serialized):
       graph = input_fn.parse_batch(kind, serialized)
       out = score_model(graph_ops.expand(kind, graph),

@@ -3,6 +3,7 @@
 from typing import Sequence
 
 import numpy as np
+import tensorflow as tf
 
 from schemas import features
 from trainer import input_fn
@@ -29,20 +30,27 @@ def compute(files: Sequence[str], kind: str,
     max_examples: Examples to read (the first ones; records are shuffled
       across graphs by conversion only within a graph, so read enough).
   """
-  node = [np.zeros(features.NODE_FEATURES), np.zeros(features.NODE_FEATURES),
-          0]
-  conf = [np.zeros(features.TILE_CONFIG_FEATURES),
-          np.zeros(features.TILE_CONFIG_FEATURES), 0]
-  ds = input_fn.read_records(files).take(max_examples).batch(16)
-  for serialized in ds:
+  sets = ["op"] + (["config"] if kind == "tile" else [])
+
+  def sums(serialized):
+    # In tf.data (traced once, parallel), not eagerly per batch: this runs
+    # before every training.
     graph = input_fn.parse_batch(kind, serialized)
-    for acc, values in ((node, graph.node_sets["op"]["feat"]),) + (
-        ((conf, graph.node_sets["config"]["feat"]),) if kind == "tile" else ()):
-      x = values.numpy().astype(np.float64)
-      x = np.sign(x) * np.log1p(np.abs(x))
-      acc[0] += x.sum(0)
-      acc[1] += (x * x).sum(0)
-      acc[2] += len(x)
+    out = []
+    for name in sets:
+      x = tf.cast(graph.node_sets[name]["feat"], tf.float64)
+      x = tf.sign(x) * tf.math.log1p(tf.abs(x))
+      out.append((tf.reduce_sum(x, 0), tf.reduce_sum(x * x, 0),
+                  tf.cast(tf.shape(x)[0], tf.float64)))
+    return tuple(out)
+
+  ds = input_fn.read_records(files).take(max_examples).batch(16).map(
+      input_fn.plain_graph_fn(sums), num_parallel_calls=tf.data.AUTOTUNE)
+  zeros = tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype),
+                                ds.element_spec)
+  totals = ds.reduce(zeros, lambda acc, x: tf.nest.map_structure(
+      tf.add, acc, x))
+  node, conf = [[np.asarray(v) for v in t] for t in (totals[0], totals[-1])]
   node_mean, node_var = _moments(*node)
   if kind == "tile":
     conf_mean, conf_var = _moments(*conf)

@@ -217,6 +217,8 @@ class TileReadout(tf.keras.layers.Layer):
             "slot": slots["slot"]}
 
 
+# Layers are traced as written (see input_fn.plain_graph_fn).
+@tf.autograph.experimental.do_not_convert
 def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
                       stats: FeatureStats) -> tf.keras.Model:
   """Builds the Keras model: expanded graph -> per-config scores.
@@ -292,6 +294,12 @@ class RankingModel(tf.keras.Model):
     super().__init__(**kwargs)
     self.score_model = score_model
     self._batch, self._k = batch, k
+
+  # Traced as written (see input_fn.plain_graph_fn): AutoGraph would rewrite
+  # every layer's call, TF-GNN's included, on each training start.
+  @tf.autograph.experimental.do_not_convert
+  def train_step(self, data):
+    return super().train_step(data)
 
   def call(self, graph, training=False):
     out = self.score_model(graph, training=training)
