@@ -53,6 +53,7 @@ class TrainConfig:
   k: int = 16
   batch_size: int = 0  # 0: by kind (tile 16, layout 4).
   learning_rate: float = 2e-3
+  lr_patience: int = 0  # Halve the rate after this many flat epochs; 0: off.
   epochs: int = 100  # At most; early stopping and the budget end sooner.
   steps_per_epoch: int = 0  # 0: one pass over the train examples.
   max_minutes: float = 10.0
@@ -219,6 +220,13 @@ def train(cfg: TrainConfig) -> dict:
       val,
       tf.keras.callbacks.EarlyStopping(monitor=f"val_{metric}", mode=mode,
                                        patience=cfg.patience),
+  ]
+  if cfg.lr_patience:
+    # After `val`, which puts the metric into the epoch's logs.
+    callbacks.append(tf.keras.callbacks.ReduceLROnPlateau(
+        monitor=f"val_{metric}", mode=mode, factor=0.5,
+        patience=cfg.lr_patience, min_lr=cfg.learning_rate / 16))
+  callbacks += [
       tf.keras.callbacks.TensorBoard(os.path.join(cfg.out_dir, "logs")),
       tf.keras.callbacks.CSVLogger(os.path.join(cfg.out_dir, "history.csv"),
                                    append=True),

@@ -98,3 +98,19 @@ def test_tfx_run_fn(tmp_path):
   summary = run_fn_lib.run_fn(fn_args)
   assert os.path.exists(tmp_path / "serving" / "saved_model.pb")
   assert "top5_error" in summary["valid_metrics"]
+
+
+@pytest.mark.slow
+def test_lr_patience_halves_rate_on_plateau(tiny_data, tmp_path):
+  out = str(tmp_path / "run")
+  # A rate this small cannot move the validation metric, so every epoch after
+  # the first is a plateau.
+  _train(tiny_data, out, "tile:xla", "--epochs", "4", "--steps-per-epoch",
+         "1", "--learning-rate", "1e-9", "--lr-patience", "1", "--patience",
+         "50", "--dropout", "0.1", "--no-export")
+  rates = [float(r["lr"]) for r in csv.DictReader(
+      open(os.path.join(out, "history.csv")))]
+  assert len(rates) == 4
+  assert rates[0] == pytest.approx(1e-9)
+  assert rates[-1] < rates[0] / 1.5
+  assert all(b <= a for a, b in zip(rates, rates[1:]))

@@ -38,6 +38,11 @@ def add_parser(sub):
                  help="examples (chunks of K configs) per train graph "
                  "(default: tile 8, layout 24)")
   p.add_argument("--learning-rate", type=float, default=2e-3)
+  p.add_argument("--lr-patience", type=int, default=0,
+                 help="halve the learning rate after this many epochs "
+                 "without validation gain (0: constant rate)")
+  p.add_argument("--dropout", type=float, default=0.0,
+                 help="dropout in message passing and the readout MLP")
   p.add_argument("--epochs", type=int, default=100)
   p.add_argument("--steps-per-epoch", type=int, default=0)
   p.add_argument("--max-minutes", type=float, default=10.0,
@@ -77,10 +82,11 @@ def run(args) -> int:
       valid_files=files["valid"], out_dir=args.out,
       model=model_lib.ModelConfig(
           kind=kind, gnn="none" if args.config_only else args.gnn,
-          hidden=args.hidden, layers=args.layers,
+          hidden=args.hidden, layers=args.layers, dropout=args.dropout,
           config_only=args.config_only),
       loss=args.loss, k=args.k, batch_size=args.batch_size,
-      learning_rate=args.learning_rate, epochs=args.epochs,
+      learning_rate=args.learning_rate, lr_patience=args.lr_patience,
+      epochs=args.epochs,
       steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
       patience=args.patience, xla=not args.no_xla, seed=args.seed,
       tpu=args.tpu, mirrored=args.mirrored, export=not args.no_export)
