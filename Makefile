@@ -76,6 +76,6 @@ clean:
 bench: setup
 	$(PY) -m benchmarks.suite
 
-# A reduced suite (about 11 minutes, measured) into bench_out/quick/.
+# A reduced suite (about 9 minutes, measured) into bench_out/quick/.
 bench-quick: setup
 	$(PY) -m benchmarks.suite --quick

@@ -6,7 +6,7 @@ Usage:
 `make bench` runs the full suite (about 51 minutes on 2 cores, measured) and writes
 BENCHMARKS.md at the top of the repository, the per-benchmark reports and
 PNG plots under benchmarks/results/suite/; `make bench-quick` runs a reduced
-suite (about 11 minutes, measured) into bench_out/quick/. Each benchmark runs as its
+suite (about 9 minutes, measured) into bench_out/quick/. Each benchmark runs as its
 own process, one after the other (they would distort each other's timings
 on 2 cores). All data is SIMULATED (`tpurank synth`): nothing here is a
 TpuGraphs result.
@@ -205,7 +205,7 @@ def write_summary(out: str, summary_path: str, runs: list, quick: bool):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true",
-                      help="the reduced suite (about 11 minutes, measured)")
+                      help="the reduced suite (about 9 minutes, measured)")
   parser.add_argument("--out", default=None,
                       help="reports and plots (default benchmarks/results/suite, "
                       "quick: bench_out/quick)")
