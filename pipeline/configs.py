@@ -4,13 +4,15 @@ Values a user changes per run (data, collection, where things go) come in
 through `tpurank pipeline ...` flags; the defaults live here.
 """
 
+from pipeline import prune
+
 PIPELINE_NAME = "tpurank"
 MODEL_NAME = "tpurank"  # Serving directory: <serving base>/<MODEL_NAME>/<v>/.
 
 # Conversion (pipeline/convert.ConvertOptions): configs per train example,
 # per valid/test example, k-hop pruning of layout graphs, train examples per
 # graph (bounds the output size of graphs with many configs).
-CONVERT = {"k": 16, "eval_k": 128, "hops": 2, "seed": 0,
+CONVERT = {"k": 16, "eval_k": 128, "hops": prune.DEFAULT_HOPS, "seed": 0,
            "max_examples": {"tile": 8, "layout": 24}}
 
 # Trainer hyperparameters (trainer.train.TrainConfig fields).

@@ -21,6 +21,7 @@ from typing import Optional
 import apache_beam as beam
 
 from pipeline import examples
+from pipeline import prune
 from pipeline import graph_files
 from schemas import npz_format
 from schemas.errors import InputError
@@ -46,7 +47,7 @@ class ConvertOptions:
   """
   k: int = 16
   eval_k: int = 128
-  hops: int = 2
+  hops: int = prune.DEFAULT_HOPS
   seed: int = 0
   max_examples: Optional[int] = None
 

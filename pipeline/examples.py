@@ -83,7 +83,7 @@ def merge_duplicates(graph: npz_format.Graph, chunk: int = 4096) -> Merged:
 
 
 def graph_examples(graph: npz_format.Graph, gid: str, k: int, split: str,
-                   hops: int = 2, seed: int = 0,
+                   hops: int = prune.DEFAULT_HOPS, seed: int = 0,
                    max_examples: Optional[int] = None,
                    merged: Optional[Merged] = None) -> Iterator[bytes]:
   """Yields the serialized examples of one graph.

@@ -69,8 +69,10 @@ def create_pipeline(pipeline_name: str, pipeline_root: str, data_dir: str,
   gen = example_gen.TpuGraphsExampleGen(
       data_dir, collection, convert_options(kind, conversion),
       dead_letter_dir=dead_letter_dir, allow_dead_letters=allow_dead_letters)
+  hparams = dict(train_hparams or configs.TRAIN_HPARAMS)
+  hparams.setdefault("hops", convert_options(kind, conversion).hops)
   custom_config = {"collection": collection,
-                   "hparams": dict(train_hparams or configs.TRAIN_HPARAMS),
+                   "hparams": hparams,
                    "model": dict(model_config or {})}
   trainer_args = dict(
       run_fn=RUN_FN, examples=gen.outputs["examples"],

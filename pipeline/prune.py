@@ -2,8 +2,9 @@
 
 The key trick of the top Kaggle solutions: a layout config only touches the
 configurable nodes, so the ops far from them add cost but little signal.
-Keeping the configurable nodes plus every op within k hops (edges taken in
-both directions) shrinks real layout graphs by one to two orders of
+Keeping the configurable nodes, the layout regions they set (see
+`layout_regions`) and every op within k hops of those (edges taken in both
+directions) shrinks real layout graphs by one to two orders of
 magnitude before they are copied once per config.
 """
 
@@ -13,13 +14,54 @@ import numpy as np
 import scipy.sparse
 
 from schemas import npz_format
+from schemas import opcodes
+
+
+# Hops kept around the layout regions by default: with whole regions, one
+# hop adds the ops a config's cost reaches (operands, consumers outside the
+# region) at about the size two hops around the configurable ops alone had.
+DEFAULT_HOPS = 1
+
+_ELEMENTWISE_IDS = np.array(sorted(opcodes.opcode_id(n)
+                                    for n in opcodes.ELEMENTWISE))
+
+
+def layout_regions(graph: npz_format.Graph) -> np.ndarray:
+  """[N] bool: the configurable ops and the ops their layouts spread to.
+
+  XLA's layout assignment runs an elementwise op in its first operand's
+  layout when the shapes match, so a configurable op's output layout sets
+  the layout of the elementwise chain after it: its region. What the config
+  costs there depends on every op of the region, so regions are kept whole
+  (hops alone would cut long chains, and with them the layout a chain's end
+  runs in).
+  """
+  n = graph.num_nodes
+  region = np.zeros(n, dtype=bool)
+  region[graph.node_config_ids] = True
+  if not len(graph.edge_index):
+    return region
+  consumer, producer = graph.edge_index[:, 0], graph.edge_index[:, 1]
+  # Edges are in operand order: a consumer's first edge is its first operand.
+  users, first_edge = np.unique(consumer, return_index=True)
+  first = np.full(n, -1, dtype=np.int64)
+  first[users] = producer[first_edge]
+  dims = graph.node_feat[:, 21:27]
+  has = first >= 0
+  inherits = np.zeros(n, dtype=bool)
+  inherits[has] = (np.isin(graph.node_opcode[has], _ELEMENTWISE_IDS) &
+                   (dims[has] == dims[first[has]]).all(axis=1))
+  while True:  # Each pass extends every chain by one op.
+    grown = region | (inherits & region[np.maximum(first, 0)])
+    if (grown == region).all():
+      return region
+    region = grown
 
 
 def neighbourhood(graph: npz_format.Graph, hops: int) -> np.ndarray:
-  """Sorted indices of the configurable nodes and all ops within `hops`."""
+  """Sorted indices of the layout regions and all ops within `hops`."""
   n = graph.num_nodes
-  keep = np.zeros(n, dtype=bool)
-  keep[graph.node_config_ids] = True
+  keep = layout_regions(graph)
   if hops > 0 and len(graph.edge_index):
     u, v = graph.edge_index[:, 0], graph.edge_index[:, 1]
     adj = scipy.sparse.coo_matrix(

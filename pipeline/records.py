@@ -13,6 +13,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from pipeline import examples
+from pipeline import prune
 from schemas import npz_format
 from schemas.errors import fail
 
@@ -29,7 +30,7 @@ def split_files(data_dir: str, collection: str, split: str) -> list[str]:
 
 
 def write_split(data_dir: str, collection: str, split: str, out_file: str,
-                k: int, hops: int = 2, seed: int = 0,
+                k: int, hops: int = prune.DEFAULT_HOPS, seed: int = 0,
                 max_examples: Optional[int] = None,
                 progress: bool = True) -> dict:
   """Writes one split's examples to `out_file` (GZIP TFRecord).

@@ -11,6 +11,7 @@ from typing import Optional
 
 from ml_metadata.metadata_store import metadata_store
 
+from pipeline import prune
 from pipeline import ranking_evaluator
 
 
@@ -67,7 +68,7 @@ def _sqlite(path: str):
 
 
 def top_configs(model_dir: str, npz_path: str, collection: str,
-                top: int = 5, hops: int = 2) -> list[dict]:
+                top: int = 5, hops: Optional[int] = None) -> list[dict]:
   """The model's `top` configs of one graph beside their true runtimes."""
   # pylint: disable=g-import-not-at-top
   import numpy as np

@@ -81,9 +81,10 @@ class SavedModelHandler(inference.ModelHandler):
 
 @dataclasses.dataclass(frozen=True)
 class ScoreOptions:
-  """k: configs per example; hops: layout pruning (as in training)."""
+  """k: configs per example; hops: layout pruning (None: as in training,
+  from the model's metadata)."""
   k: int = 128
-  hops: int = 2
+  hops: Optional[int] = None
 
 
 def _counters():
@@ -175,6 +176,10 @@ def ScoreCollection(files, collection: str, model_dir: str,  # pylint: disable=i
     options: ScoreOptions.
     batch_size: Examples per model call.
   """
+  if options.hops is None:
+    from trainer import export  # pylint: disable=g-import-not-at-top
+    options = dataclasses.replace(options,
+                                  hops=export.pruning_hops(model_dir))
   read = (files
           | "Reshuffle" >> beam.Reshuffle()
           | "ToExamples" >> beam.ParDo(_ToExamples(collection, options))

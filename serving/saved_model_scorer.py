@@ -7,19 +7,21 @@ call's examples are further grouped within an op-copy budget
 """
 
 import collections
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from pipeline import examples
+from pipeline import prune
 from schemas import graph_tensor
 from schemas import npz_format
 from serving import call_budget
 
 
 def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
-                k: int = 64, batch: int = 4, hops: int = 2) -> np.ndarray:
+                k: int = 64, batch: int = 4,
+                hops: int = prune.DEFAULT_HOPS) -> np.ndarray:
   """Scores every config of a graph through any `score_examples` function.
 
   Args:
@@ -66,6 +68,8 @@ class SavedModelScorer:
                max_op_copies: int = call_budget.DEFAULT_MAX_OP_COPIES):
     self._fn = tf.saved_model.load(model_dir).signatures["serving_default"]
     self.k, self.batch, self._budget = k, batch, max_op_copies
+    from trainer import export  # pylint: disable=g-import-not-at-top
+    self.hops = export.pruning_hops(model_dir)
 
   def _call(self, serialized: list[bytes]):
     out = self._fn(examples=tf.constant(serialized))
@@ -76,10 +80,13 @@ class SavedModelScorer:
     return call_budget.score_in_groups(self._call, serialized, self._budget)
 
   def score_graph(self, graph: npz_format.Graph, gid: str,
-                  hops: int = 2) -> np.ndarray:
-    """Predicted runtime scores of all configs (lower = faster), by index."""
+                  hops: Optional[int] = None) -> np.ndarray:
+    """Predicted runtime scores of all configs (lower = faster), by index.
+
+    `hops` defaults to the model's own (see `export.pruning_hops`).
+    """
     return score_graph(self.score_examples, graph, gid, self.k, self.batch,
-                       hops)
+                       self.hops if hops is None else hops)
 
   def score_records(self, kind: str, files: Sequence[str]) -> dict:
     """Scores every config in GraphTensor record files, grouped by graph.

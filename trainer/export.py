@@ -18,6 +18,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from pipeline import prune
 from trainer import graph_ops
 from trainer import input_fn
 
@@ -105,6 +106,15 @@ def export(score_model: tf.keras.Model, kind: str, base_dir: str,
   tf.io.gfile.makedirs(base_dir)
   return save(score_model, kind, os.path.join(base_dir, str(version)),
               dict(metadata, version=version))
+
+
+def pruning_hops(model_dir: str) -> int:
+  """The layout pruning hops the model was trained with (its metadata), so
+  scoring prunes graphs as training did; the default if it records none."""
+  try:
+    return int(read_metadata(model_dir).get("hops", prune.DEFAULT_HOPS))
+  except (tf.errors.NotFoundError, OSError, ValueError):
+    return prune.DEFAULT_HOPS
 
 
 def read_metadata(model_dir: str) -> dict:

@@ -130,7 +130,16 @@ def expand_tile(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
 
 
 def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
-  """Layout: one component per config, each a copy of its example's graph."""
+  """Layout: one component per config, each a copy of its example's graph.
+
+  Only what differs between configs is copied. The config-free op features
+  stay once per example in `source_op` (held by the example's first
+  component); each op copy links to its original by a `copies` edge, so the
+  model encodes them once for all K configs. The config's 18 features stay
+  on `node_config` nodes (one per configurable op of the copy), linked to
+  their op copy by a `configures` edge (the early join). Each op copy
+  carries `phys`: what the config's layouts mean physically there.
+  """
   op = graph.node_sets["op"]
   n = tf.cast(op.sizes, tf.int32)  # [E]
   k = tf.cast(graph.node_sets["config"].sizes, tf.int32)  # [E]
@@ -152,7 +161,7 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   src = tf.gather(tf.cast(feed.adjacency.source, tf.int32), old_edge) + shift
   tgt = tf.gather(tf.cast(feed.adjacency.target, tf.int32), old_edge) + shift
 
-  # Early join: scatter each node_config's features onto its op's copy.
+  # Early join: each node_config's op copy.
   nc_config = tf.cast(graph.edge_sets["part_of"].adjacency.target, tf.int32)
   nc_op = tf.cast(graph.edge_sets["configures"].adjacency.target, tf.int32)
   new_op = nc_op - tf.gather(op_off_old, tf.gather(comp_example, nc_config)
@@ -163,25 +172,54 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   cfg = tf.scatter_nd(new_op[:, None], values,
                       tf.stack([total_new, CFG_WIDTH]))
 
+  # The source ops of example e sit in its first component (slot 1), in
+  # example order; examples without configs have no component and drop out.
+  first = tf.boolean_mask(comp_example, tf.equal(slot, 1))  # [E'] examples
+  source_rows = _ragged_ranges(tf.gather(op_off_old, first),
+                               tf.gather(n, first))
+  source_off = tf.scatter_nd(first[:, None], _exclusive_cumsum(
+      tf.gather(n, first)), tf.shape(n))  # [E]
+  node_comp = _segment_ids(n_new)
+  source_of_copy = (tf.gather(source_off, tf.gather(comp_example, node_comp))
+                    + tf.range(total_new) - tf.gather(op_off_new, node_comp))
   new_feat = tf.gather(op["feat"], old_op)
   new_opcode = tf.gather(op["opcode"], old_op)
   feed_new = tfgnn.EdgeSet.from_fields(
       sizes=m_new,
       adjacency=tfgnn.Adjacency.from_indices(source=("op", src),
                                              target=("op", tgt)))
+  edge_sets = _with_rev(feed_new)
+  edge_sets["copies"] = tfgnn.EdgeSet.from_fields(
+      sizes=n_new, adjacency=tfgnn.Adjacency.from_indices(
+          source=("source_op", source_of_copy),
+          target=("op", tf.range(total_new))))
+  edge_sets["configures"] = tfgnn.EdgeSet.from_fields(
+      sizes=tf.math.bincount(nc_config, minlength=num_configs,
+                             maxlength=num_configs),
+      adjacency=tfgnn.Adjacency.from_indices(
+          source=("node_config", tf.range(tf.size(nc_config))),
+          target=("op", new_op)))
   return tfgnn.GraphTensor.from_pieces(
       context=tfgnn.Context.from_fields(
           sizes=tf.ones([num_configs], tf.int32),
           features={"example": comp_example, "slot": slot}),
-      node_sets={"op": tfgnn.NodeSet.from_fields(
-          sizes=n_new,
-          features={"opcode": new_opcode,
-                    "feat": new_feat, "cfg": cfg,
-                    "phys": tf.concat([
-                        physical_layout_features(new_feat, cfg, src, tgt),
-                        propagated_layout_features(new_feat, new_opcode,
-                                                   cfg, src, tgt)], 1)})},
-      edge_sets=_with_rev(feed_new))
+      node_sets={
+          "op": tfgnn.NodeSet.from_fields(
+              sizes=n_new,
+              features={"phys": tf.concat([
+                  physical_layout_features(new_feat, cfg, src, tgt),
+                  propagated_layout_features(new_feat, new_opcode, cfg, src,
+                                             tgt)], 1)}),
+          "source_op": tfgnn.NodeSet.from_fields(
+              sizes=tf.where(tf.equal(slot, 1), n_new, 0),
+              features={"opcode": tf.gather(op["opcode"], source_rows),
+                        "feat": tf.gather(op["feat"], source_rows)}),
+          "node_config": tfgnn.NodeSet.from_fields(
+              sizes=tf.math.bincount(nc_config, minlength=num_configs,
+                                     maxlength=num_configs),
+              features={"feat": nc_feat}),
+      },
+      edge_sets=edge_sets)
 
 
 def _layout_phys(dims, current, chosen):

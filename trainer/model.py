@@ -7,10 +7,11 @@ that place each score in its example.
 
 * Ops are encoded from an opcode embedding and their 140 features, signed-log
   transformed and standardised with statistics of the train split (stored in
-  the model as constants). Layout copies also read `cfg`: each of the 18
-  config values one-hot (-1..5) plus an "is configurable" flag (early join),
-  and `phys`: what the chosen layouts mean physically at every op they
-  reach (see `graph_ops.expand_layout`).
+  the model as constants). Layout copies also read, at configurable ops,
+  each of the 18 config values one-hot (-1..5) (early join), and at every
+  op `phys`: what the chosen layouts mean physically at every op they
+  reach (see `graph_ops.expand_layout`). The config-free part is encoded
+  once per example and shared by its K copies (`LayoutEncoder`).
 * Message passing: `layers` rounds of GraphSAGE, GATv2 or MtAlbis over `feed`
   (along the data flow) and `rev` (against it).
 * Layout readout: a scalar contribution per op (an MLP of its state), averaged
@@ -97,11 +98,75 @@ class SignedLogNormalization(tf.keras.layers.Layer):
     return tf.clip_by_value(self._norm(signed_log(x)), -Z_CLIP, Z_CLIP)
 
 
-def _layout_cfg(cfg):
-  """One-hot of the 18 config values (-1..5) plus the configurable flag."""
-  values = tf.cast(tf.round(cfg[:, :18]), tf.int32) + 1
-  onehot = tf.reshape(tf.one_hot(values, 7), [-1, 18 * 7])
-  return tf.concat([onehot, cfg[:, 18:]], axis=-1)
+def _config_onehot(feat):
+  """[R, 18] layout config values (-1..5) -> [R, 18 * 7] one-hot."""
+  values = tf.cast(tf.round(feat), tf.int32) + 1
+  return tf.reshape(tf.one_hot(values, 7), [-1, 18 * 7])
+
+
+class LayoutEncoder(tf.keras.layers.Layer):
+  """Initial op states of the config copies of a layout graph.
+
+  The state of an op copy is relu(A x + B p + C c + b) over the op's
+  config-free features x (normalised features and opcode embedding), its
+  `phys` features p and, at configurable ops, its config's one-hot values c
+  (the early join). That is one Dense layer over their concatenation, but
+  A x is computed once per example on `source_op` and sent to the K copies
+  over `copies` edges, and C c only on the `node_config` rows (over
+  `configures` edges): most of the input width is the same in every copy
+  or zero outside the few configurable ops.
+
+  Init args:
+    hidden: State width.
+    node_norm: SignedLogNormalization of the 140 node features.
+    opcode_dim: Opcode embedding width.
+    config_only: Read the config values alone (the no-graph baseline).
+
+  Call returns:
+    A GraphTensor with the context, "op" (its hidden state) and the "feed"
+    and "rev" edges: what message passing runs on.
+  """
+
+  def __init__(self, hidden: int, node_norm: tf.keras.layers.Layer,
+               opcode_dim: int, config_only: bool = False, **kwargs):
+    super().__init__(**kwargs)
+    self._config_only = config_only
+    self._node_norm = node_norm
+    self._embed = tf.keras.layers.Embedding(opcodes.NUM_OPCODE_IDS,
+                                            opcode_dim,
+                                            name="opcode_embedding")
+    self._source = tf.keras.layers.Dense(hidden, use_bias=False,
+                                         name="source_encoder")
+    self._phys = tf.keras.layers.Dense(hidden, use_bias=False,
+                                       name="phys_encoder")
+    # Its bias is added once per configurable op: the "is configurable" flag.
+    self._config = tf.keras.layers.Dense(hidden, name="config_encoder")
+    self._bias = self.add_weight(name="bias", shape=[hidden],
+                                 initializer="zeros")
+
+  def call(self, graph):
+    op = graph.node_sets["op"]
+
+    def to_copies(edge_set, value):
+      return tfgnn.pool_edges_to_node(
+          graph, edge_set, tfgnn.TARGET, "sum",
+          feature_value=tfgnn.broadcast_node_to_edges(
+              graph, edge_set, tfgnn.SOURCE, feature_value=value))
+
+    state = to_copies("configures", self._config(_config_onehot(
+        graph.node_sets["node_config"]["feat"])))
+    if not self._config_only:
+      source = graph.node_sets["source_op"]
+      free = self._source(tf.concat([
+          self._node_norm(source["feat"]),
+          self._embed(tf.cast(source["opcode"], tf.int32))], axis=-1))
+      state += to_copies("copies", free) + self._phys(op["phys"])
+    state = tf.nn.relu(state + self._bias)
+    return tfgnn.GraphTensor.from_pieces(
+        context=graph.context,
+        node_sets={"op": tfgnn.NodeSet.from_fields(
+            sizes=op.sizes, features={tfgnn.HIDDEN_STATE: state})},
+        edge_sets={e: graph.edge_sets[e] for e in ("feed", "rev")})
 
 
 # Scores are squashed into (-SCORE_BOUND, SCORE_BOUND): monotone, so rankings
@@ -217,6 +282,34 @@ class TileReadout(tf.keras.layers.Layer):
             "slot": slots["slot"]}
 
 
+def _tile_encoder(cfg: ModelConfig, node_norm: tf.keras.layers.Layer,
+                  stats: FeatureStats) -> tf.keras.layers.Layer:
+  """Initial states of a tile graph: its ops and its config nodes."""
+  config_norm = SignedLogNormalization(stats.config_mean, stats.config_var,
+                                       name="config_norm")
+  embed = tf.keras.layers.Embedding(opcodes.NUM_OPCODE_IDS, cfg.opcode_dim,
+                                    name="opcode_embedding")
+  op_dense = tf.keras.layers.Dense(cfg.hidden, "relu", name="op_encoder")
+  config_dense = tf.keras.layers.Dense(cfg.hidden, "relu",
+                                       name="config_encoder")
+
+  def init_node(node_set, *, node_set_name):
+    if node_set_name == "op":
+      if cfg.config_only:  # Ops are unused.
+        return tf.zeros_like(node_set["feat"][:, :1])
+      return op_dense(tf.concat([
+          node_norm(node_set["feat"]),
+          embed(tf.cast(node_set["opcode"], tf.int32))], axis=-1))
+    if node_set_name == "config":
+      parts = [config_norm(node_set["feat"])]
+      if not cfg.config_only:  # phys also reads the kernel's output shape.
+        parts.append(node_set["phys"])
+      return config_dense(tf.concat(parts, axis=-1))
+    return None
+
+  return tfgnn.keras.layers.MapFeatures(node_sets_fn=init_node)
+
+
 # Layers are traced as written (see input_fn.plain_graph_fn).
 @tf.autograph.experimental.do_not_convert
 def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
@@ -233,37 +326,14 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
   """
   node_norm = SignedLogNormalization(stats.node_mean, stats.node_var,
                                      name="node_norm")
-  config_norm = SignedLogNormalization(stats.config_mean, stats.config_var,
-                                       name="config_norm")
-  embed = tf.keras.layers.Embedding(opcodes.NUM_OPCODE_IDS, cfg.opcode_dim,
-                                    name="opcode_embedding")
-  op_dense = tf.keras.layers.Dense(cfg.hidden, "relu", name="op_encoder")
-  config_dense = tf.keras.layers.Dense(cfg.hidden, "relu",
-                                       name="config_encoder")
-  layout = cfg.kind == "layout"
-
-  def init_node(node_set, *, node_set_name):
-    if node_set_name == "op":
-      parts = []
-      if not cfg.config_only:
-        parts += [node_norm(node_set["feat"]),
-                  embed(tf.cast(node_set["opcode"], tf.int32))]
-      if layout:
-        parts.append(_layout_cfg(node_set["cfg"]))
-        if not cfg.config_only:  # phys also reads the op's shape.
-          parts.append(node_set["phys"])
-      if not parts:  # Tile config-only: ops are unused.
-        return tf.zeros_like(node_set["feat"][:, :1])
-      return op_dense(tf.concat(parts, axis=-1))
-    if node_set_name == "config":
-      parts = [config_norm(node_set["feat"])]
-      if not cfg.config_only:  # phys also reads the kernel's output shape.
-        parts.append(node_set["phys"])
-      return config_dense(tf.concat(parts, axis=-1))
-    return None
-
   inputs = tf.keras.layers.Input(type_spec=input_spec)
-  graph = tfgnn.keras.layers.MapFeatures(node_sets_fn=init_node)(inputs)
+  layout = cfg.kind == "layout"
+  if layout:
+    graph = LayoutEncoder(cfg.hidden, node_norm, cfg.opcode_dim,
+                          config_only=cfg.config_only,
+                          name="layout_encoder")(inputs)
+  else:
+    graph = _tile_encoder(cfg, node_norm, stats)(inputs)
   use_graph = not cfg.config_only and cfg.gnn != "none"
   if use_graph:
     for i in range(cfg.layers):

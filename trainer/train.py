@@ -10,6 +10,7 @@
   ranking metrics logged (TensorBoard, history); training stops early when the
   primary metric (layout: Kendall tau, tile: top-5 error) stops improving or
   the time budget runs out, and the best weights are kept;
+* the learning rate decays on a cosine over the run (`CosineBudgetDecay`);
 * `BackupAndRestore` lets an interrupted run resume where it stopped;
 * the best model is exported in TF Serving's layout.
 """
@@ -41,6 +42,10 @@ LOSSES = {
 }
 
 
+LR_DECAYS = ("cosine", "constant")
+LR_FLOOR = 0.05  # Cosine decay ends at this fraction of the rate.
+
+
 @dataclasses.dataclass
 class TrainConfig:
   """Everything one training run needs."""
@@ -53,6 +58,9 @@ class TrainConfig:
   k: int = 16
   batch_size: int = 0  # 0: by kind (tile 16, layout 4).
   learning_rate: float = 2e-3
+  # "cosine": decay to LR_FLOOR of the rate over the run (see
+  # CosineBudgetDecay); "constant": keep it (and lr_patience, if set).
+  lr_decay: str = "cosine"
   lr_patience: int = 0  # Halve the rate after this many flat epochs; 0: off.
   epochs: int = 100  # At most; early stopping and the budget end sooner.
   steps_per_epoch: int = 0  # 0: one pass over the train examples.
@@ -65,6 +73,7 @@ class TrainConfig:
   export_dir: Optional[str] = None  # Default <out_dir>/export (versioned).
   export_path: Optional[str] = None  # Exact SavedModel path (TFX), if set.
   export: bool = True  # False: metrics only (sweeps, benchmarks).
+  hops: Optional[int] = None  # Layout pruning of the records (metadata).
   verbose: int = 2
 
   def __post_init__(self):
@@ -73,6 +82,11 @@ class TrainConfig:
       self.model = model_lib.ModelConfig(kind=kind)
     if not self.batch_size:
       self.batch_size = 16 if kind == "tile" else 4
+    if self.lr_decay not in LR_DECAYS:
+      raise ValueError(f"unknown lr_decay {self.lr_decay!r}; expected one "
+                       f"of {LR_DECAYS}")
+    if self.lr_patience and self.lr_decay != "constant":
+      raise ValueError("lr_patience needs lr_decay='constant'")
     if self.loss not in LOSSES:
       raise ValueError(f"unknown loss {self.loss!r}; expected one of "
                        f"{sorted(LOSSES)}")
@@ -110,6 +124,45 @@ class ThroughputCallback(tf.keras.callbacks.Callback):
     return {"timed_steps": self.steps, "step_seconds": self.seconds,
             "examples_per_second": (self.steps * self._per_step /
                                     self.seconds if self.seconds else None)}
+
+
+class CosineBudgetDecay(tf.keras.callbacks.Callback):
+  """Cosine decay of the learning rate over the run, set before every step.
+
+  A run ends at its step limit or its time budget, whichever comes first,
+  so progress is the larger of the two fractions done. Ending on a low rate
+  settles the weights (validation jumps less from epoch to epoch), and the
+  high rate early on still covers ground. A resumed run restarts the decay.
+
+  Init args:
+    rate: The initial learning rate.
+    total_steps: Steps the run may take at most.
+    max_minutes: The run's time budget.
+  """
+
+  def __init__(self, rate: float, total_steps: int, max_minutes: float):
+    super().__init__()
+    self._rate, self._total = rate, max(1, total_steps)
+    self._seconds = 60 * max_minutes
+    self._start, self._step = None, 0
+
+  def progress(self) -> float:
+    elapsed = time.time() - self._start
+    return min(1.0, max(self._step / self._total, elapsed / self._seconds))
+
+  def on_train_begin(self, logs=None):
+    self._start = time.time()
+
+  def on_train_batch_begin(self, batch, logs=None):
+    cosine = 0.5 * (1 + math.cos(math.pi * self.progress()))
+    rate = self._rate * (LR_FLOOR + (1 - LR_FLOOR) * cosine)
+    tf.keras.backend.set_value(self.model.optimizer.learning_rate, rate)
+    self._step += 1
+
+  def on_epoch_end(self, epoch, logs=None):
+    if logs is not None:
+      logs["lr"] = float(tf.keras.backend.get_value(
+          self.model.optimizer.learning_rate))
 
 
 class ValidationCallback(tf.keras.callbacks.Callback):
@@ -221,7 +274,10 @@ def train(cfg: TrainConfig) -> dict:
       tf.keras.callbacks.EarlyStopping(monitor=f"val_{metric}", mode=mode,
                                        patience=cfg.patience),
   ]
-  if cfg.lr_patience:
+  if cfg.lr_decay == "cosine":
+    callbacks.append(CosineBudgetDecay(cfg.learning_rate,
+                                       cfg.epochs * steps, cfg.max_minutes))
+  elif cfg.lr_patience:
     # After `val`, which puts the metric into the epoch's logs.
     callbacks.append(tf.keras.callbacks.ReduceLROnPlateau(
         monitor=f"val_{metric}", mode=mode, factor=0.5,
@@ -241,6 +297,7 @@ def train(cfg: TrainConfig) -> dict:
       "collection": cfg.collection, "k": cfg.k, "loss": cfg.loss,
       "model": dataclasses.asdict(cfg.model), "valid_metrics": final,
       "feature_stats": stats.to_json(),
+      "hops": cfg.hops,
       "note": "trained on the data it was given; on tpurank synth data the "
               "runtimes are simulated",
   }

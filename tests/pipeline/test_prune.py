@@ -6,6 +6,7 @@ import numpy as np
 
 from pipeline import prune
 from schemas import npz_format
+from schemas import opcodes
 
 
 def _path_graph(n=8, config=(3,)):
@@ -52,3 +53,32 @@ def test_pruned_simulated_graph_keeps_every_configurable_node(layout_npz):
   np.testing.assert_array_equal(keep[p.node_config_ids], g.node_config_ids)
   np.testing.assert_array_equal(p.node_opcode, g.node_opcode[keep])
   assert dataclasses.replace(p).num_configs == g.num_configs
+
+
+def _chain_with_region():
+  # 0 -> 1 (conv, configurable) -> 2 add -> 3 tanh -> 4 add (other shape)
+  # -> 5 -> 6 -> 7 -> 8, and 9 = add(0, 2): 2 is its second operand.
+  g = _path_graph(n=9, config=(1,))
+  ops = ["parameter", "convolution", "add", "tanh", "add", "negate",
+         "negate", "negate", "negate", "add"]
+  feat = np.zeros((10, 140), np.float32)
+  feat[:, 21:23] = (8, 128)
+  feat[4:9, 21:23] = (4, 128)  # The chain's shape changes at 4.
+  edges = np.r_[g.edge_index, [[9, 0], [9, 2]]].astype(np.int32)
+  return dataclasses.replace(
+      g, node_feat=feat, edge_index=edges,
+      node_opcode=np.array([opcodes.opcode_id(o) for o in ops], np.int32))
+
+
+def test_layout_region_follows_same_shape_elementwise_first_operands():
+  g = _chain_with_region()
+  # 2 and 3 run in the conv's layout; 4 changes shape; 9 reads the region
+  # as its second operand only.
+  np.testing.assert_array_equal(np.flatnonzero(prune.layout_regions(g)),
+                                [1, 2, 3])
+
+
+def test_neighbourhood_keeps_regions_whole_then_adds_hops():
+  g = _chain_with_region()
+  assert list(prune.neighbourhood(g, 0)) == [1, 2, 3]
+  assert list(prune.neighbourhood(g, 1)) == [0, 1, 2, 3, 4, 9]

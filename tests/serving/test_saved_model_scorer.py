@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from pipeline import examples
+from pipeline import prune
 from schemas import npz_format
 from serving.saved_model_scorer import SavedModelScorer
 from tpurank import cli
@@ -22,7 +23,9 @@ def exported(tmp_path, layout_npz):
       model_lib.ModelConfig(kind="layout", hidden=16, layers=1),
       graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
       unit_stats())
-  return sm, export.export(sm, "layout", str(tmp_path / "m"), {}), g
+  # Trained on 2-hop pruning (not the default): scoring must prune alike.
+  return sm, export.export(sm, "layout", str(tmp_path / "m"),
+                           {"hops": 2}), g
 
 
 def test_every_config_scored_in_chunks_like_the_model(exported):
@@ -35,6 +38,17 @@ def test_every_config_scored_in_chunks_like_the_model(exported):
   direct = sm(input_fn.model_input("layout", np.array(ex, dtype=object)))
   np.testing.assert_allclose(scores, -direct["scores"].numpy(), rtol=1e-4,
                              atol=1e-5)
+
+
+def test_pruning_follows_the_model_metadata(exported, tmp_path):
+  sm, path, g = exported
+  assert SavedModelScorer(path).hops == 2
+  bare = export.export(sm, "layout", str(tmp_path / "bare"), {})
+  assert SavedModelScorer(bare).hops == prune.DEFAULT_HOPS
+  # Pruning changes what the model sees, so the hops matter to the scores.
+  scorer = SavedModelScorer(path, k=8)
+  assert not np.allclose(scorer.score_graph(g, "layout:x:g"),
+                         scorer.score_graph(g, "layout:x:g", hops=0))
 
 
 def test_rank_command_prints_the_best_configs(exported, layout_npz, capsys):

@@ -26,19 +26,32 @@ def test_layout_expansion_copies_graph_per_config(tmp_path):
   np.testing.assert_array_equal(out.context["example"], example)
   np.testing.assert_array_equal(
       out.context["slot"], np.concatenate([np.arange(1, x + 1) for x in k]))
-  # Config c's copy carries exactly config c's 18 features at its ops.
-  cfg = out.node_sets["op"]["cfg"].numpy()
+  # Config c's copy of each configurable op is joined with exactly config
+  # c's 18 features for that op.
   offsets = np.r_[0, np.cumsum(n[example])]
   nc_feat = merged.node_sets["node_config"]["feat"].numpy()
   nc_op = merged.edge_sets["configures"].adjacency.target.numpy()
   nc_cfg = merged.edge_sets["part_of"].adjacency.target.numpy()
   op_off = np.r_[0, np.cumsum(n)]
+  joined = out.edge_sets["configures"].adjacency
+  np.testing.assert_array_equal(out.node_sets["node_config"]["feat"], nc_feat)
+  np.testing.assert_array_equal(joined.source, np.arange(len(nc_feat)))
+  np.testing.assert_array_equal(
+      out.node_sets["node_config"].sizes, np.bincount(nc_cfg, minlength=k.sum()))
   for j in range(len(nc_feat)):
     c = nc_cfg[j]
-    local = nc_op[j] - op_off[example[c]]
-    np.testing.assert_array_equal(cfg[offsets[c] + local, :18], nc_feat[j])
-    assert cfg[offsets[c] + local, 18] == 1
-  assert cfg[:, 18].sum() == len(nc_feat)
+    assert joined.target[j] == offsets[c] + nc_op[j] - op_off[example[c]]
+  # Every op copy links to its example's op, held once per example.
+  source = out.node_sets["source_op"]
+  np.testing.assert_array_equal(source["feat"], merged.node_sets["op"]["feat"])
+  np.testing.assert_array_equal(source.sizes, np.where(
+      out.context["slot"].numpy() == 1, n[example], 0))
+  copies = out.edge_sets["copies"].adjacency
+  np.testing.assert_array_equal(copies.target, np.arange(offsets[-1]))
+  copy_comp = np.repeat(np.arange(len(example)), n[example])
+  np.testing.assert_array_equal(
+      copies.source, op_off[example[copy_comp]] + np.arange(offsets[-1]) -
+      offsets[copy_comp])
   # Edges stay inside their copy; rev is feed reversed.
   src = out.edge_sets["feed"].adjacency.source.numpy()
   comp = np.repeat(np.arange(len(example)), m[example])

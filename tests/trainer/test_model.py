@@ -77,6 +77,28 @@ def test_every_gnn_scores_every_config(tmp_path, kind, gnn, config_only):
   assert np.all(np.isfinite(out["scores"].numpy()))
 
 
+@pytest.mark.parametrize("config_only", [False, True])
+def test_layout_score_reads_its_own_config_alone(tmp_path, config_only):
+  # The early join: changing config 1's values moves config 1's score and
+  # no other, although every copy shares the source ops' encoding.
+  _, graph = _inputs(tmp_path, "layout")
+  sm = model_lib.build_score_model(
+      model_lib.ModelConfig(kind="layout", config_only=config_only,
+                            gnn="none" if config_only else "sage"),
+      graph.spec, unit_stats())
+  nc = graph.node_sets["node_config"]
+  sizes = nc.sizes.numpy()
+  feat = nc["feat"].numpy()
+  start = sizes[0]
+  feat[start:start + sizes[1]] = np.where(
+      feat[start:start + sizes[1]] == 0, 1.0, 0.0)
+  other = graph.replace_features(node_sets={"node_config": {
+      "feat": tf.constant(feat)}})
+  moved = ~np.isclose(sm(graph)["scores"].numpy(),
+                      sm(other)["scores"].numpy(), rtol=1e-6, atol=1e-7)
+  np.testing.assert_array_equal(np.flatnonzero(moved), [1])
+
+
 def test_config_only_ignores_the_graph(tmp_path):
   # Same configs on a different graph: the baseline gives the same scores,
   # the GNN does not.
@@ -103,11 +125,11 @@ def test_features_far_outside_the_train_range_are_clipped(tmp_path):
       stats)
 
   def scores_with(value):
-    feat = graph.node_sets["op"]["feat"].numpy()
+    feat = graph.node_sets["source_op"]["feat"].numpy()
     feat[:, 29] = value
-    features = dict(graph.node_sets["op"].features)
+    features = dict(graph.node_sets["source_op"].features)
     features["feat"] = tf.constant(feat)
-    return sm(graph.replace_features(node_sets={"op": features}))[
+    return sm(graph.replace_features(node_sets={"source_op": features}))[
         "scores"].numpy()
 
   far, farther = scores_with(1e6), scores_with(1e12)

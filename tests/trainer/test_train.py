@@ -2,6 +2,7 @@
 
 import csv
 import json
+import math
 import os
 import signal
 import subprocess
@@ -10,8 +11,10 @@ import time
 
 import pytest
 
+from pipeline import prune
 from simulator import synth
 from tests.trainer.helpers import make_records
+from trainer import export
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -51,6 +54,9 @@ def test_cli_trains_and_exports(tiny_data, tmp_path, collection, metric):
   assert summary["timed_steps"] == 2 * summary["steps_per_epoch"] - 1
   assert summary["examples_per_second"] > 0
   assert os.path.exists(os.path.join(out, "export", "1", "saved_model.pb"))
+  # Scoring prunes as the training records were pruned.
+  assert export.read_metadata(os.path.join(out, "export", "1"))[
+      "hops"] == prune.DEFAULT_HOPS
   assert os.listdir(os.path.join(out, "logs"))  # TensorBoard events.
 
 
@@ -106,7 +112,8 @@ def test_lr_patience_halves_rate_on_plateau(tiny_data, tmp_path):
   # A rate this small cannot move the validation metric, so every epoch after
   # the first is a plateau.
   _train(tiny_data, out, "tile:xla", "--epochs", "4", "--steps-per-epoch",
-         "1", "--learning-rate", "1e-9", "--lr-patience", "1", "--patience",
+         "1", "--learning-rate", "1e-9", "--lr-decay", "constant",
+         "--lr-patience", "1", "--patience",
          "50", "--dropout", "0.1", "--no-export")
   rates = [float(r["lr"]) for r in csv.DictReader(
       open(os.path.join(out, "history.csv")))]
@@ -114,3 +121,31 @@ def test_lr_patience_halves_rate_on_plateau(tiny_data, tmp_path):
   assert rates[0] == pytest.approx(1e-9)
   assert rates[-1] < rates[0] / 1.5
   assert all(b <= a for a, b in zip(rates, rates[1:]))
+
+
+@pytest.mark.slow
+def test_cosine_decay_follows_the_step_budget(tiny_data, tmp_path):
+  out = str(tmp_path / "run")
+  # 4 epochs of 2 steps, far inside the time budget: the step count sets the
+  # progress. Each epoch logs the rate of its last step (step 2e + 1 of 8).
+  _train(tiny_data, out, "tile:xla", "--epochs", "4", "--steps-per-epoch",
+         "2", "--learning-rate", "1e-3", "--patience", "50", "--no-export")
+  rates = [float(r["lr"]) for r in csv.DictReader(
+      open(os.path.join(out, "history.csv")))]
+  floor = 0.05
+  want = [1e-3 * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * i / 8)))
+          for i in (1, 3, 5, 7)]
+  assert rates == pytest.approx(want, rel=1e-4)
+
+
+def test_lr_patience_needs_a_constant_rate(tiny_data, tmp_path):
+  proc = subprocess.run(
+      [sys.executable, "-m", "tpurank.cli", "train", "--collection",
+       "tile:xla", "--data", tiny_data, "--out", str(tmp_path / "run"),
+       "--lr-patience", "2"], cwd=ROOT, capture_output=True, text=True,
+      check=False)
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines() == [
+      "tpurank: error: <command line>: --lr-patience: expected --lr-decay "
+      "constant with it (the cosine decay sets the rate), found --lr-decay "
+      "cosine"]

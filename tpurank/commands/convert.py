@@ -3,6 +3,7 @@
 import json
 import sys
 
+from pipeline import prune
 from schemas import npz_format
 
 # Unknown flags are Beam pipeline options (--runner, --project, ...).
@@ -29,9 +30,10 @@ def add_parser(sub):
                  help="configs per train example")
   p.add_argument("--eval-k", type=int, default=128,
                  help="configs per valid/test example")
-  p.add_argument("--hops", type=int, default=2,
-                 help="layout: keep configurable nodes' k-hop neighbourhood "
-                 "(-1: whole graph)")
+  p.add_argument("--hops", type=int, default=prune.DEFAULT_HOPS,
+                 help="layout: keep the configurable ops, the elementwise chains "
+                 "their layouts spread to, and every op within this many "
+                 "hops of those (-1: whole graph)")
   p.add_argument("--max-examples", type=int, default=None,
                  help="at most this many examples per train graph "
                  "(default: all configs)")

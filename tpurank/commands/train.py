@@ -3,7 +3,9 @@
 import json
 import os
 
+from pipeline import prune
 from schemas import npz_format
+from schemas.errors import fail
 
 DEFAULT_MAX_EXAMPLES = {"tile": 8, "layout": 24}
 
@@ -31,16 +33,22 @@ def add_parser(sub):
                  help="graphs per step (default: tile 16, layout 4)")
   p.add_argument("--hidden", type=int, default=64)
   p.add_argument("--layers", type=int, default=3)
-  p.add_argument("--hops", type=int, default=2,
-                 help="layout: keep configurable nodes' k-hop neighbourhood "
-                 "(-1: whole graph)")
+  p.add_argument("--hops", type=int, default=prune.DEFAULT_HOPS,
+                 help="layout: keep the configurable ops, the elementwise chains "
+                 "their layouts spread to, and every op within this many "
+                 "hops of those (-1: whole graph)")
   p.add_argument("--max-examples", type=int, default=None,
                  help="examples (chunks of K configs) per train graph "
                  "(default: tile 8, layout 24)")
   p.add_argument("--learning-rate", type=float, default=2e-3)
+  p.add_argument("--lr-decay", choices=("cosine", "constant"),
+                 default="cosine",
+                 help="cosine: decay the rate to 5%% of it over the run (its "
+                 "epochs or --max-minutes, whichever ends first); constant: "
+                 "keep it, unless --lr-patience lowers it")
   p.add_argument("--lr-patience", type=int, default=0,
-                 help="halve the learning rate after this many epochs "
-                 "without validation gain (0: constant rate)")
+                 help="with --lr-decay constant: halve the learning rate "
+                 "after this many epochs without validation gain (0: off)")
   p.add_argument("--dropout", type=float, default=0.0,
                  help="dropout in message passing and the readout MLP")
   p.add_argument("--epochs", type=int, default=100)
@@ -65,6 +73,10 @@ def run(args) -> int:
   from pipeline import records
   from trainer import model as model_lib
   from trainer import train as train_lib
+  if args.lr_patience and args.lr_decay != "constant":
+    raise fail("<command line>", "--lr-patience",
+               "--lr-decay constant with it (the cosine decay sets the rate)",
+               f"--lr-decay {args.lr_decay}")
   kind = npz_format.collection_kind(args.collection)
   max_examples = args.max_examples or DEFAULT_MAX_EXAMPLES[kind]
   rec_dir = os.path.join(args.out, "records")
@@ -85,11 +97,13 @@ def run(args) -> int:
           hidden=args.hidden, layers=args.layers, dropout=args.dropout,
           config_only=args.config_only),
       loss=args.loss, k=args.k, batch_size=args.batch_size,
-      learning_rate=args.learning_rate, lr_patience=args.lr_patience,
+      learning_rate=args.learning_rate, lr_decay=args.lr_decay,
+      lr_patience=args.lr_patience,
       epochs=args.epochs,
       steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
       patience=args.patience, xla=not args.no_xla, seed=args.seed,
-      tpu=args.tpu, mirrored=args.mirrored, export=not args.no_export)
+      tpu=args.tpu, mirrored=args.mirrored, export=not args.no_export,
+      hops=args.hops)
   summary = train_lib.train(cfg)
   print(json.dumps(summary, indent=2, default=float))
   return 0
