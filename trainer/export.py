@@ -112,9 +112,10 @@ def pruning_hops(model_dir: str) -> int:
   """The layout pruning hops the model was trained with (its metadata), so
   scoring prunes graphs as training did; the default if it records none."""
   try:
-    return int(read_metadata(model_dir).get("hops", prune.DEFAULT_HOPS))
+    hops = read_metadata(model_dir).get("hops")
   except (tf.errors.NotFoundError, OSError, ValueError):
-    return prune.DEFAULT_HOPS
+    hops = None
+  return prune.DEFAULT_HOPS if hops is None else int(hops)
 
 
 def read_metadata(model_dir: str) -> dict:

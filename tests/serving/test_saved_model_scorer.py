@@ -45,6 +45,8 @@ def test_pruning_follows_the_model_metadata(exported, tmp_path):
   assert SavedModelScorer(path).hops == 2
   bare = export.export(sm, "layout", str(tmp_path / "bare"), {})
   assert SavedModelScorer(bare).hops == prune.DEFAULT_HOPS
+  unset = export.export(sm, "layout", str(tmp_path / "unset"), {"hops": None})
+  assert SavedModelScorer(unset).hops == prune.DEFAULT_HOPS
   # Pruning changes what the model sees, so the hops matter to the scores.
   scorer = SavedModelScorer(path, k=8)
   assert not np.allclose(scorer.score_graph(g, "layout:x:g"),
