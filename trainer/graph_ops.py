@@ -193,9 +193,12 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
       sizes=n_new, adjacency=tfgnn.Adjacency.from_indices(
           source=("source_op", source_of_copy),
           target=("op", tf.range(total_new))))
+  # node_configs per config (config-major): sizes of both the node set and
+  # its edges.
+  nc_sizes = tf.math.bincount(nc_config, minlength=num_configs,
+                              maxlength=num_configs)
   edge_sets["configures"] = tfgnn.EdgeSet.from_fields(
-      sizes=tf.math.bincount(nc_config, minlength=num_configs,
-                             maxlength=num_configs),
+      sizes=nc_sizes,
       adjacency=tfgnn.Adjacency.from_indices(
           source=("node_config", tf.range(tf.size(nc_config))),
           target=("op", new_op)))
@@ -215,9 +218,7 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
               features={"opcode": tf.gather(op["opcode"], source_rows),
                         "feat": tf.gather(op["feat"], source_rows)}),
           "node_config": tfgnn.NodeSet.from_fields(
-              sizes=tf.math.bincount(nc_config, minlength=num_configs,
-                                     maxlength=num_configs),
-              features={"feat": nc_feat}),
+              sizes=nc_sizes, features={"feat": nc_feat}),
       },
       edge_sets=edge_sets)
 
