@@ -12,7 +12,8 @@ example, as `merge_batch_to_components` gives) and returns the model's input:
   (early join), since a layout config changes how every op around it runs,
   and in `phys` what that layout means physically (see
   `physical_layout_features`) and where it propagates to, with the copies
-  it implies (see `propagated_layout_features`).
+  it implies (see `propagated_layout_features`), and in `cost_scale` the
+  linear sizes those copies and the op itself move (see `cost_scales`).
 
 Each component (layout) or config node (tile) also gets `example` (its
 example in the batch) and `slot` (1 + its position in the example; padding
@@ -184,6 +185,9 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
                     + tf.range(total_new) - tf.gather(op_off_new, node_comp))
   new_feat = tf.gather(op["feat"], old_op)
   new_opcode = tf.gather(op["opcode"], old_op)
+  physical = physical_layout_features(new_feat, cfg, src, tgt)
+  propagated = propagated_layout_features(new_feat, new_opcode, cfg, src,
+                                          tgt)
   feed_new = tfgnn.EdgeSet.from_fields(
       sizes=m_new,
       adjacency=tfgnn.Adjacency.from_indices(source=("op", src),
@@ -209,10 +213,10 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
       node_sets={
           "op": tfgnn.NodeSet.from_fields(
               sizes=n_new,
-              features={"phys": tf.concat([
-                  physical_layout_features(new_feat, cfg, src, tgt),
-                  propagated_layout_features(new_feat, new_opcode, cfg, src,
-                                             tgt)], 1)}),
+              features={"phys": tf.concat([physical, propagated], 1),
+                        "cost_scale": cost_scales(
+                            new_feat, new_opcode, cfg, physical, propagated,
+                            src, tgt, n_new)}),
           "source_op": tfgnn.NodeSet.from_fields(
               sizes=tf.where(tf.equal(slot, 1), n_new, 0),
               features={"opcode": tf.gather(op["opcode"], source_rows),
@@ -340,7 +344,11 @@ def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
     `kernel` layout; the operand's own if the choice is left to the
     compiler; the op's own for a same-shape elementwise op; the operand's
     current layout for any other op) and the flag times the operand's log
-    element count (what the copy moves).
+    element count (what the copy moves);
+  * per operand (first, second): whether the op reads it with another
+    most-minor dim than the operand's current layout has (a matrix unit
+    streams its operands along the minor dim: dots and convolutions run
+    slower when it changes).
 
   Args:
     feat: [N, 140] raw node features.
@@ -373,6 +381,7 @@ def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
 
   parts = [_layout_phys(dims, current, layout)[:, :5],
            tf.cast(differ(layout, current, dims), tf.float32)[:, None]]
+  moved = []
   for producer, group in zip(producers, (slice(6, 12), slice(12, 18))):
     has = producer >= 0
     p = tf.maximum(producer, 0)
@@ -391,10 +400,87 @@ def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
                          axis=1)
     conflict = tf.cast(conflict, tf.float32)
     parts += [conflict[:, None], (conflict * size)[:, None]]
+    moved.append(has & tf.not_equal(wanted[:, 0], tf.gather(current, p)[:, 0]))
+  parts += [tf.cast(m, tf.float32)[:, None] for m in moved]
   return tf.concat(parts, axis=1)
 
 
-PROPAGATED_WIDTH = 10
+PROPAGATED_WIDTH = 12
+
+
+def cost_scales(feat: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
+                physical: tf.Tensor, propagated: tf.Tensor, src: tf.Tensor,
+                tgt: tf.Tensor, sizes: tf.Tensor) -> tf.Tensor:
+  """Linear-scale sizes of what an op moves, relative to its graph.
+
+  A roofline cost grows with the bytes moved, so an op's cost is a size
+  times a factor the layout sets; a copy costs the size of the tensor it
+  moves. Sizes span orders of magnitude, and the op states hold only their
+  logs, from which an MLP cannot rebuild their sum. These are the sizes
+  themselves, for a readout linear in them (`model.LayoutReadout`):
+
+  * the op's padded element count under its effective layout;
+  * per operand (first, second): its element count where the op reads it in
+    another layout (a copy runs on that edge), else 0;
+  * for dots and convolutions, per operand (first, second): the op's work
+    where it reads that operand with another most-minor dim, else 0. The
+    work is sqrt(output x lhs x rhs elements): m*n*k for an [m, k] x [k, n]
+    dot, and about batch x pixels x input x output features x window for a
+    convolution (flops / 2 either way), with no need to know which dims
+    contract. It is divided by MATMUL_WORK_PER_ELEMENT, to be in the same
+    unit as the sizes;
+  * for dots and convolutions, that work padded as the op's output layout
+    pads its output (what the matrix unit computes);
+  * for configurable ops, per operand (first, second): its element count
+    padded as the layout the op reads it in pads it (what the read moves).
+
+  Each is divided by the mean element count of the ops in the same graph
+  component, so the scale is comparable across graphs.
+
+  Args:
+    feat: [N, 140] raw node features.
+    opcode: [N] opcode ids.
+    cfg: [N, 19] config features plus the configurable flag.
+    physical: [N, PHYS_WIDTH] of `physical_layout_features`.
+    propagated: [N, PROPAGATED_WIDTH] of `propagated_layout_features`.
+    src, tgt: [M] feed edges (producer -> consumer), in operand order.
+    sizes: [C] ops per component.
+
+  Returns:
+    [N, COST_SCALE_WIDTH] float32.
+  """
+  n = tf.shape(feat)[0]
+  dims = feat[:, 21:27]
+  elements = tf.reduce_prod(tf.where(dims > 0, dims, 1.0), axis=1)
+  component = _segment_ids(sizes)
+  mean = tf.math.unsorted_segment_mean(elements, component, tf.size(sizes))
+  unit = tf.maximum(tf.gather(mean, component), 1.0)
+  producers = _first_two_operands(n, src, tgt)
+  # Each operand's element count; 0 where the op has no such operand (none,
+  # or pruned away).
+  operand = [tf.where(p >= 0, tf.gather(elements, tf.maximum(p, 0)), 0.0)
+             for p in producers]
+  parts = [elements * tf.exp(propagated[:, 4]),
+           propagated[:, 6] * operand[0], propagated[:, 8] * operand[1]]
+  matmul = tf.reduce_any(tf.equal(tf.cast(opcode, tf.int32)[:, None],
+                                  _MATMUL_IDS), axis=1)
+  work = tf.sqrt(elements * operand[0]) * tf.sqrt(operand[1])
+  work = tf.where(matmul, work, 0.0) / MATMUL_WORK_PER_ELEMENT
+  parts += [work * propagated[:, 10], work * propagated[:, 11],
+            work * tf.exp(propagated[:, 4])]
+  configurable = tf.cast(cfg[:, 18] > 0, tf.float32)
+  for size, pad in zip(operand, (physical[:, 11], physical[:, 18])):
+    parts.append(configurable * size * tf.exp(pad))
+  return tf.stack(parts, axis=1) / unit[:, None]
+
+
+COST_SCALE_WIDTH = 8
+# Multiply-adds a TPU matrix unit does in the time HBM moves one element: its
+# ridge point, about 100-250 flops per byte across generations (and 125 in
+# the simulator's `hardware`). It puts a matmul's work in element units, so
+# the readout's rates start on one scale.
+MATMUL_WORK_PER_ELEMENT = 128.0
+_MATMUL_IDS = sorted(opcodes.opcode_id(n) for n in ("dot", "convolution"))
 
 
 def expand(kind: str, graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:

@@ -14,8 +14,10 @@ that place each score in its example.
   once per example and shared by its K copies (`LayoutEncoder`).
 * Message passing: `layers` rounds of GraphSAGE, GATv2 or MtAlbis over `feed`
   (along the data flow) and `rev` (against it).
-* Layout readout: a scalar contribution per op (an MLP of its state), averaged
-  per component (= config), as runtimes sum over ops. Tile readout: mean and max of the
+* Layout readout: a scalar contribution per op, averaged per component
+  (= config), as runtimes sum over ops: an MLP of the op's state plus rates
+  (linear in the state) times the op's `cost_scale` sizes, as costs grow
+  linearly with the bytes an op or a copy moves. Tile readout: mean and max of the
   op states, broadcast to every config node, joined with the config's
   features, through an MLP.
 * `gnn="none"` with `config_only=True` is the no-graph baseline: it scores a
@@ -224,22 +226,43 @@ class LayoutReadout(tf.keras.layers.Layer):
   stays in range whatever the graph size. Ops a config does not touch add
   the same amount to every config of the graph, which ranking ignores.
 
+  An op's contribution is mlp(h) + sum_j rate_j(h) * cost_scale_j: the
+  sizes in `cost_scale` (see `graph_ops.cost_scales`) enter linearly, the
+  state only sets their rates. A copy on an edge 100 times the graph's mean
+  size then costs 100 times more, which an MLP of log sizes only
+  approximates.
+
   Init args:
     hidden: MLP width.
     dropout: MLP dropout.
+    linear_costs: Add the rate x size terms (off for the config-only
+      baseline: where copies run is a fact of the graph).
 
   Call returns:
     {"scores": [components], "example", "slot"} for the expanded graph.
   """
 
-  def __init__(self, hidden: int, dropout: float, **kwargs):
+  def __init__(self, hidden: int, dropout: float, linear_costs: bool = True,
+               **kwargs):
     super().__init__(**kwargs)
     self._mlp = _mlp(hidden, dropout, "layout_head")
+    self._linear_costs = linear_costs
+    if linear_costs:
+      # Zero rates at the start: sizes reach 1e3 times the graph's mean, and
+      # random rates would saturate the bounded scores (no gradient).
+      self._rates = tf.keras.layers.Dense(graph_ops.COST_SCALE_WIDTH,
+                                          kernel_initializer="zeros",
+                                          name="cost_rates")
 
   def call(self, graph, inputs):
     """Scores from the final `graph` states; `inputs` has the config slots."""
     h = graph.node_sets["op"][tfgnn.HIDDEN_STATE]
     contribution = self._mlp(h)
+    if self._linear_costs:
+      # Cost = rate x size: the state sets the rate, the size stays linear.
+      contribution += tf.reduce_sum(
+          self._rates(h) * inputs.node_sets["op"]["cost_scale"], axis=1,
+          keepdims=True)
     total = tfgnn.pool_nodes_to_context(graph, "op", "mean",
                                         feature_value=contribution)[:, 0]
     return {"scores": _bounded(total), "example": inputs.context["example"],
@@ -339,8 +362,10 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
     for i in range(cfg.layers):
       graph = _gnn_layer(cfg, i)(graph)
   if layout:
-    out = LayoutReadout(cfg.hidden, cfg.dropout, name="readout")(graph,
-                                                                 inputs)
+    # The config-only baseline must not see where copies run (graph facts).
+    out = LayoutReadout(cfg.hidden, cfg.dropout,
+                        linear_costs=not cfg.config_only,
+                        name="readout")(graph, inputs)
   else:
     out = TileReadout(cfg.hidden, cfg.dropout, use_graph=not cfg.config_only,
                       name="readout")(graph, inputs)

@@ -162,7 +162,44 @@ def test_propagated_layout_features_by_hand():
   # the reduce and the rank-3 negate (want the add's default (1, 0)).
   np.testing.assert_array_equal(out[:, 6], [0, 1, 0, 1, 0, 0, 1])
   np.testing.assert_allclose(out[3, 7], np.log(4 * 128), rtol=1e-6)
-  assert not out[:, 8:].any()  # Nobody has a second operand.
+  assert not out[:, [8, 9, 11]].any()  # Nobody has a second operand.
+  # Reads with another minor dim than the operand's current (1, 0): the
+  # dot's and transpose's chosen (0, 1), the add and copy following the
+  # dot's (0, 1); the reduce and negate read the add's current layout.
+  np.testing.assert_array_equal(out[:, 10], [0, 1, 1, 0, 1, 1, 0])
+
+
+def test_cost_scales_are_linear_sizes_relative_to_their_graph():
+  """Padded own size, an operand's size where a copy moves it, a dot's work
+  where it reads an operand along another minor dim and padded by its
+  layout, and its padded reads, each over the mean op size of the
+  component."""
+  from schemas import opcodes  # pylint: disable=g-import-not-at-top
+  opcode = np.array([opcodes.opcode_id(x) for x in
+                     ("parameter", "parameter", "dot", "add")], np.int32)
+  feat = np.zeros((4, 140), np.float32)
+  feat[0, 21:23] = (8, 16)  # lhs [m, k]: 128 elements.
+  feat[1, 21:23] = (16, 32)  # rhs [k, n]: 512 elements.
+  feat[2, 21:23] = (8, 32)  # out [m, n]: 256; component 0 mean: 298.67.
+  feat[3, 21] = 10  # Component 1: a lone add of 10 elements.
+  propagated = np.zeros((4, graph_ops.PROPAGATED_WIDTH), np.float32)
+  propagated[2, 4] = np.log(2.0)  # Its layout doubles the dot's volume.
+  propagated[2, 6] = 1  # The dot copies its lhs to another layout,
+  propagated[2, 11] = 1  # and reads its rhs along another minor dim.
+  cfg = np.zeros((4, 19), np.float32)
+  cfg[2, 18] = 1  # The dot is configurable,
+  physical = np.zeros((4, graph_ops.PHYS_WIDTH), np.float32)
+  physical[2, 18] = np.log(4.0)  # and its kernel layout pads the rhs 4x.
+  src, tgt = np.array([0, 1], np.int32), np.array([2, 2], np.int32)
+  out = graph_ops.cost_scales(feat, opcode, cfg, physical, propagated, src,
+                              tgt, np.array([3, 1], np.int32)).numpy()
+  assert out.shape == (4, graph_ops.COST_SCALE_WIDTH)
+  unit = (128 + 512 + 256) / 3
+  work = 8 * 32 * 16 / graph_ops.MATMUL_WORK_PER_ELEMENT  # m * n * k.
+  np.testing.assert_allclose(out[:3] * unit, [
+      [128, 0, 0, 0, 0, 0, 0, 0], [512, 0, 0, 0, 0, 0, 0, 0],
+      [512, 128, 0, 0, work, 2 * work, 128, 4 * 512]], rtol=1e-5)
+  np.testing.assert_allclose(out[3], [1, 0, 0, 0, 0, 0, 0, 0])
 
 
 def test_tile_config_features_by_hand(tmp_path):

@@ -114,6 +114,23 @@ def test_config_only_ignores_the_graph(tmp_path):
     assert np.allclose(a, b) == same
 
 
+def test_only_the_gnn_reads_the_cost_scales(tmp_path):
+  # Where copies run is a fact of the graph: the baseline must not see it.
+  _, graph = _inputs(tmp_path, "layout")
+  op = graph.node_sets["op"]
+  other = graph.replace_features(node_sets={"op": {
+      "phys": op["phys"], "cost_scale": op["cost_scale"] * 3.0 + 1.0}})
+  for config_only, same in ((True, True), (False, False)):
+    cfg = model_lib.ModelConfig(kind="layout", config_only=config_only,
+                                gnn="none" if config_only else "sage")
+    sm = model_lib.build_score_model(cfg, graph.spec, unit_stats())
+    for w in sm.weights:  # The rates start at zero: make them count.
+      if "cost_rates" in w.name:
+        w.assign(tf.random.stateless_normal(w.shape, [0, 1]))
+    a, b = sm(graph)["scores"].numpy(), sm(other)["scores"].numpy()
+    assert np.allclose(a, b) == same
+
+
 def test_features_far_outside_the_train_range_are_clipped(tmp_path):
   _, graph = _inputs(tmp_path, "layout")
   stats = unit_stats()
