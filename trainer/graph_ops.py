@@ -185,9 +185,10 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
                     + tf.range(total_new) - tf.gather(op_off_new, node_comp))
   new_feat = tf.gather(op["feat"], old_op)
   new_opcode = tf.gather(op["opcode"], old_op)
-  physical = physical_layout_features(new_feat, cfg, src, tgt)
-  propagated = propagated_layout_features(new_feat, new_opcode, cfg, src,
-                                          tgt)
+  producers = operand_producers(total_new, src, tgt)
+  physical = physical_layout_features(new_feat, cfg, producers)
+  propagated = propagated_layout_features(new_feat, new_opcode, cfg,
+                                          producers)
   feed_new = tfgnn.EdgeSet.from_fields(
       sizes=m_new,
       adjacency=tfgnn.Adjacency.from_indices(source=("op", src),
@@ -216,7 +217,7 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
               features={"phys": tf.concat([physical, propagated], 1),
                         "cost_scale": cost_scales(
                             new_feat, new_opcode, cfg, physical, propagated,
-                            src, tgt, n_new)}),
+                            producers, n_new)}),
           "source_op": tfgnn.NodeSet.from_fields(
               sizes=tf.where(tf.equal(slot, 1), n_new, 0),
               features={"opcode": tf.gather(op["opcode"], source_rows),
@@ -225,6 +226,17 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
               sizes=nc_sizes, features={"feat": nc_feat}),
       },
       edge_sets=edge_sets)
+
+
+# Columns of `_layout_phys`: 7 per layout; the 5th is its log padded/real
+# volume.
+_LAYOUT_PHYS_WIDTH = 7
+_LAYOUT_PHYS_PADDING = 4
+
+
+def _element_counts(dims):
+  """Element count of each shape in `dims` ([N, 6], 0-padded): [N]."""
+  return tf.reduce_prod(tf.where(dims > 0, dims, 1.0), axis=1)
 
 
 def _layout_phys(dims, current, chosen):
@@ -262,43 +274,40 @@ def _layout_phys(dims, current, chosen):
       tf.cast(tf.logical_or(same, is_default), tf.float32)], axis=1)
 
 
-def physical_layout_features(feat: tf.Tensor, cfg: tf.Tensor, src: tf.Tensor,
-                             tgt: tf.Tensor) -> tf.Tensor:
+def physical_layout_features(feat: tf.Tensor, cfg: tf.Tensor,
+                             producers) -> tf.Tensor:
   """What a configurable op's chosen layouts mean physically.
 
   TPU memory is tiled (8, 128) over the two most-minor dims, so whether a
   layout is good depends on the sizes it puts there. For the output layout
   (config features 0-5) this reads the op's own shape (node features 21-26)
   and current layout (134-139); for the input (6-11) and kernel (12-17)
-  layouts, those of its first and second operand (the producers of its first
-  and second incoming `feed` edges, edges being in operand order). See
-  `_layout_phys` for the 7 values per layout. Zero for other ops.
+  layouts, those of its first and second operand. See `_layout_phys` for
+  the 7 values per layout. Zero for other ops.
 
   Args:
     feat: [N, 140] raw node features.
     cfg: [N, 19] config features plus the configurable flag.
-    src, tgt: [M] feed edges (producer -> consumer).
+    producers: each op's first and second operand, as `operand_producers`
+      gives them.
 
   Returns:
     [N, PHYS_WIDTH] float32.
   """
-  n = tf.shape(feat)[0]
-  m = tf.shape(src)[0]
-  edge_ids = tf.range(m)
-  first = tf.math.unsorted_segment_min(edge_ids, tgt, n)
-  rest = tf.where(tf.gather(first, tgt) == edge_ids, m, edge_ids)
-  second = tf.math.unsorted_segment_min(rest, tgt, n)
   parts = [_layout_phys(feat[:, 21:27], feat[:, 134:140], cfg[:, 0:6])]
-  for edge, group in ((first, slice(6, 12)), (second, slice(12, 18))):
-    has = edge < m
-    producer = tf.gather(src, tf.where(has, edge, 0))
-    pfeat = tf.gather(feat, producer)
+  for producer, group in zip(producers, (slice(6, 12), slice(12, 18))):
+    has = producer >= 0
+    pfeat = tf.gather(feat, tf.maximum(producer, 0))
     phys = _layout_phys(pfeat[:, 21:27], pfeat[:, 134:140], cfg[:, group])
     parts.append(phys * tf.cast(has, tf.float32)[:, None])
   return tf.concat(parts, axis=1) * cfg[:, 18:19]
 
 
-PHYS_WIDTH = 21
+PHYS_WIDTH = 3 * _LAYOUT_PHYS_WIDTH
+# Log padded/real volume of the input and kernel layouts (first, second
+# operand), which `cost_scales` reads.
+PHYS_READ_PADDING = tuple(i * _LAYOUT_PHYS_WIDTH + _LAYOUT_PHYS_PADDING
+                          for i in (1, 2))
 
 # Longest elementwise chain a chosen layout is followed along: chains in
 # conv/dot nets (bias, activation, normalisation) are a few ops long.
@@ -306,11 +315,19 @@ PROPAGATION_STEPS = 8
 _ELEMENTWISE_IDS = sorted(opcodes.opcode_id(n) for n in opcodes.ELEMENTWISE)
 
 
-def _first_two_operands(n, src, tgt):
-  """Producer of each op's first and second operand ([N] each; -1: none).
+def operand_producers(n, src, tgt):
+  """Producer of each op's first and second operand.
 
   Edges are in operand order, so an op's first incoming edge is its first
-  operand.
+  operand. The layout features all read these; `expand_layout` finds them
+  once.
+
+  Args:
+    n: number of ops.
+    src, tgt: [M] feed edges (producer -> consumer), in operand order.
+
+  Returns:
+    A pair of [N] int32 op indices (-1: the op has no such operand).
   """
   m = tf.shape(src)[0]
   edge_ids = tf.range(m)
@@ -323,8 +340,7 @@ def _first_two_operands(n, src, tgt):
 
 
 def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
-                               cfg: tf.Tensor, src: tf.Tensor,
-                               tgt: tf.Tensor) -> tf.Tensor:
+                               cfg: tf.Tensor, producers) -> tf.Tensor:
   """Every op's layout under the config, and the copies it implies.
 
   XLA's layout assignment runs an elementwise op in its first operand's
@@ -354,14 +370,17 @@ def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
     feat: [N, 140] raw node features.
     opcode: [N] opcode ids.
     cfg: [N, 19] config features plus the configurable flag.
-    src, tgt: [M] feed edges (producer -> consumer), in operand order.
+    producers: each op's first and second operand, as `operand_producers`
+      gives them.
 
   Returns:
-    [N, PROPAGATED_WIDTH] float32.
+    [N, PROPAGATED_WIDTH] float32: columns 0-4 the `_layout_phys` of the
+    effective layout (4: PROP_PADDING), 5 "not the current layout", then
+    per operand the conflict flag (PROP_COPY) and its log size, then per
+    operand the moved-minor-dim flag (PROP_MOVED_MINOR).
   """
-  n = tf.shape(feat)[0]
   dims, current = feat[:, 21:27], feat[:, 134:140]
-  producers = _first_two_operands(n, src, tgt)
+  elements = _element_counts(dims)
   configurable = cfg[:, 18] > 0
   chosen = configurable & (cfg[:, 0] >= 0)
   own = tf.where(chosen[:, None], cfg[:, 0:6], current)
@@ -396,8 +415,7 @@ def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
         tf.where(reads_as_is[:, None], operand_layout,
                  tf.where(reads_own[:, None], layout, tf.gather(current, p))))
     conflict = has & differ(wanted, operand_layout, tf.gather(dims, p))
-    size = tf.reduce_sum(tf.math.log(tf.maximum(tf.gather(dims, p), 1.0)),
-                         axis=1)
+    size = tf.math.log(tf.gather(elements, p))
     conflict = tf.cast(conflict, tf.float32)
     parts += [conflict[:, None], (conflict * size)[:, None]]
     moved.append(has & tf.not_equal(wanted[:, 0], tf.gather(current, p)[:, 0]))
@@ -406,11 +424,15 @@ def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
 
 
 PROPAGATED_WIDTH = 12
+# Columns of `propagated_layout_features` that `cost_scales` reads.
+PROP_PADDING = _LAYOUT_PHYS_PADDING
+PROP_COPY = (6, 8)
+PROP_MOVED_MINOR = (10, 11)
 
 
 def cost_scales(feat: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
-                physical: tf.Tensor, propagated: tf.Tensor, src: tf.Tensor,
-                tgt: tf.Tensor, sizes: tf.Tensor) -> tf.Tensor:
+                physical: tf.Tensor, propagated: tf.Tensor, producers,
+                sizes: tf.Tensor) -> tf.Tensor:
   """Linear-scale sizes of what an op moves, relative to its graph.
 
   A roofline cost grows with the bytes moved, so an op's cost is a size
@@ -443,34 +465,33 @@ def cost_scales(feat: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
     cfg: [N, 19] config features plus the configurable flag.
     physical: [N, PHYS_WIDTH] of `physical_layout_features`.
     propagated: [N, PROPAGATED_WIDTH] of `propagated_layout_features`.
-    src, tgt: [M] feed edges (producer -> consumer), in operand order.
+    producers: each op's first and second operand, as `operand_producers`
+      gives them.
     sizes: [C] ops per component.
 
   Returns:
     [N, COST_SCALE_WIDTH] float32.
   """
-  n = tf.shape(feat)[0]
-  dims = feat[:, 21:27]
-  elements = tf.reduce_prod(tf.where(dims > 0, dims, 1.0), axis=1)
+  elements = _element_counts(feat[:, 21:27])
   component = _segment_ids(sizes)
   mean = tf.math.unsorted_segment_mean(elements, component, tf.size(sizes))
   unit = tf.maximum(tf.gather(mean, component), 1.0)
-  producers = _first_two_operands(n, src, tgt)
   # Each operand's element count; 0 where the op has no such operand (none,
   # or pruned away).
   operand = [tf.where(p >= 0, tf.gather(elements, tf.maximum(p, 0)), 0.0)
              for p in producers]
-  parts = [elements * tf.exp(propagated[:, 4]),
-           propagated[:, 6] * operand[0], propagated[:, 8] * operand[1]]
+  padding = tf.exp(propagated[:, PROP_PADDING])
+  parts = [elements * padding] + [propagated[:, c] * size
+                                  for c, size in zip(PROP_COPY, operand)]
   matmul = tf.reduce_any(tf.equal(tf.cast(opcode, tf.int32)[:, None],
                                   _MATMUL_IDS), axis=1)
   work = tf.sqrt(elements * operand[0]) * tf.sqrt(operand[1])
   work = tf.where(matmul, work, 0.0) / MATMUL_WORK_PER_ELEMENT
-  parts += [work * propagated[:, 10], work * propagated[:, 11],
-            work * tf.exp(propagated[:, 4])]
+  parts += [work * propagated[:, c] for c in PROP_MOVED_MINOR]
+  parts.append(work * padding)
   configurable = tf.cast(cfg[:, 18] > 0, tf.float32)
-  for size, pad in zip(operand, (physical[:, 11], physical[:, 18])):
-    parts.append(configurable * size * tf.exp(pad))
+  for size, c in zip(operand, PHYS_READ_PADDING):
+    parts.append(configurable * size * tf.exp(physical[:, c]))
   return tf.stack(parts, axis=1) / unit[:, None]
 
 

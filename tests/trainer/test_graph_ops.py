@@ -118,7 +118,8 @@ def test_physical_layout_features_by_hand():
   cfg[1, 0:2] = (0, 1)  # Output: dim 0 (size 3) most minor.
   cfg[1, 6:8] = (1, 0)  # Input: as the producer has it.
   src, tgt = np.array([0]), np.array([1])
-  phys = graph_ops.physical_layout_features(feat, cfg, src, tgt).numpy()
+  producers = graph_ops.operand_producers(3, src, tgt)
+  phys = graph_ops.physical_layout_features(feat, cfg, producers).numpy()
   assert phys.shape == (3, graph_ops.PHYS_WIDTH)
   assert not phys[[0, 2]].any()  # Only configurable ops get values.
   out, inp, kern = phys[1, :7], phys[1, 7:14], phys[1, 14:]
@@ -152,8 +153,8 @@ def test_propagated_layout_features_by_hand():
   # parameter -> dot -> add -> {reduce, transpose, copy, negate}.
   src = np.array([0, 1, 2, 2, 2, 2], np.int32)
   tgt = np.array([1, 2, 3, 4, 5, 6], np.int32)
-  out = graph_ops.propagated_layout_features(feat, opcode, cfg, src,
-                                             tgt).numpy()
+  out = graph_ops.propagated_layout_features(
+      feat, opcode, cfg, graph_ops.operand_producers(7, src, tgt)).numpy()
   assert out.shape == (7, graph_ops.PROPAGATED_WIDTH)
   # The dot and the add run in (0, 1): no longer their current layout.
   np.testing.assert_array_equal(out[:, 5], [0, 1, 1, 0, 0, 0, 0])
@@ -191,8 +192,9 @@ def test_cost_scales_are_linear_sizes_relative_to_their_graph():
   physical = np.zeros((4, graph_ops.PHYS_WIDTH), np.float32)
   physical[2, 18] = np.log(4.0)  # and its kernel layout pads the rhs 4x.
   src, tgt = np.array([0, 1], np.int32), np.array([2, 2], np.int32)
-  out = graph_ops.cost_scales(feat, opcode, cfg, physical, propagated, src,
-                              tgt, np.array([3, 1], np.int32)).numpy()
+  out = graph_ops.cost_scales(feat, opcode, cfg, physical, propagated,
+                              graph_ops.operand_producers(4, src, tgt),
+                              np.array([3, 1], np.int32)).numpy()
   assert out.shape == (4, graph_ops.COST_SCALE_WIDTH)
   unit = (128 + 512 + 256) / 3
   work = 8 * 32 * 16 / graph_ops.MATMUL_WORK_PER_ELEMENT  # m * n * k.
