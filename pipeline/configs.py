@@ -11,9 +11,13 @@ MODEL_NAME = "tpurank"  # Serving directory: <serving base>/<MODEL_NAME>/<v>/.
 
 # Conversion (pipeline/convert.ConvertOptions): configs per train example,
 # per valid/test example, k-hop pruning of layout graphs, train examples per
-# graph (bounds the output size of graphs with many configs).
+# graph (bounds the output size of graphs with many configs). A train
+# example's K configs are fixed at conversion, so a config is only ever
+# ranked against the others of its chunk: layout graphs keep up to 64 chunks
+# (1024 configs), which gives the ranking loss many more distinct pairs than
+# 24 did (see benchmarks/results/quality.md).
 CONVERT = {"k": 16, "eval_k": 128, "hops": prune.DEFAULT_HOPS, "seed": 0,
-           "max_examples": {"tile": 8, "layout": 24}}
+           "max_examples": {"tile": 8, "layout": 64}}
 
 # Trainer hyperparameters (trainer.train.TrainConfig fields).
 TRAIN_HPARAMS = {"max_minutes": 10.0, "patience": 6}

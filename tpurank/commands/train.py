@@ -3,11 +3,12 @@
 import json
 import os
 
+from pipeline import configs
 from pipeline import prune
 from schemas import npz_format
 from schemas.errors import fail
 
-DEFAULT_MAX_EXAMPLES = {"tile": 8, "layout": 24}
+DEFAULT_MAX_EXAMPLES = configs.CONVERT["max_examples"]
 
 
 def add_parser(sub):
@@ -39,7 +40,8 @@ def add_parser(sub):
                  "hops of those (-1: whole graph)")
   p.add_argument("--max-examples", type=int, default=None,
                  help="examples (chunks of K configs) per train graph "
-                 "(default: tile 8, layout 24)")
+                 "(default: tile {tile}, layout {layout})".format(
+                     **DEFAULT_MAX_EXAMPLES))
   p.add_argument("--learning-rate", type=float, default=2e-3)
   p.add_argument("--lr-decay", choices=("cosine", "constant"),
                  default="cosine",
