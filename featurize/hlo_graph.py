@@ -10,9 +10,10 @@ nodes like any other.
 
 Edges (rows [u, v]: u consumes v): each instruction's distinct operands,
 plus an edge from every instruction that calls a computation (fusion, call,
-while, reduce, ...) to that computation's root. `node_splits` holds the first
-node of the graph and of each computation after one whose name contains
-"cluster", "while" or "cond" (the official splitting), as start indices.
+while, reduce, ...) to that computation's root. `node_splits` are the
+official encoder's computation boundaries (`HloEncoder::EncodeHloModule`):
+0, the running instruction count after each computation whose name contains
+"cluster", "while" or "cond", and the total instruction count last.
 """
 
 import dataclasses
@@ -32,7 +33,7 @@ class HloGraph:
   node_feat: np.ndarray  # [n, 140] float32
   node_opcode: np.ndarray  # [n] uint8
   edge_index: np.ndarray  # [m, 2] int64
-  node_splits: np.ndarray  # [s] int64
+  node_splits: np.ndarray  # [s] int64 boundaries, 0 ... n
   names: list  # [n] "<computation>/<instruction>"
 
   @property
@@ -120,11 +121,13 @@ def from_module(module) -> HloGraph:
                 if c in root_index]
       instructions.append(instruction(inst, comp, ()))
     count += len(comp.instructions)
-    if any(m in comp.name for m in _SPLIT_MARKERS) and count < len(names):
+    if any(m in comp.name for m in _SPLIT_MARKERS):
       splits.append(count)
+  if splits[-1] < count:
+    splits.append(count)
   node_feat = np.stack([node_encoding.encode(i) for i in instructions])
   node_opcode = np.array([opcodes.opcode_id(i.opcode) for i in instructions],
                          dtype=np.uint8)
   return HloGraph(node_feat.astype(np.float32), node_opcode,
                   np.array(edges, dtype=np.int64).reshape(-1, 2),
-                  np.array(sorted(set(splits)), dtype=np.int64), names)
+                  np.array(splits, dtype=np.int64), names)

@@ -92,8 +92,9 @@ def prune(graph: npz_format.Graph, hops: int) -> npz_format.Graph:
   new_id[keep] = np.arange(len(keep))
   edges = new_id[graph.edge_index]
   edges = edges[(edges >= 0).all(axis=1)].astype(np.int32)
+  # A boundary b becomes the count of kept nodes before it, so the closing
+  # boundary maps to len(keep); emptied computations collapse.
   splits = np.unique(np.searchsorted(keep, graph.node_splits))
-  splits = splits[splits < len(keep)]
   return dataclasses.replace(
       graph,
       node_feat=graph.node_feat[keep],

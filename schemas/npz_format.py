@@ -12,8 +12,8 @@ Follows "Dataset File Description" of the official TpuGraphs README:
 An edge row `[u, v]` means node u consumes the output of node v. The README's
 dtypes are nominal: any integer width is accepted for integer fields, any
 float width for float fields. Test-split files with all-zero runtimes are
-valid. Keys beyond these (e.g. the simulator's `config_runtime_noiseless`) are
-ignored.
+valid. Keys beyond these are ignored; tpurank's own writers add none
+(the simulator's extras live beside the file, see `extra_path`).
 """
 
 import dataclasses
@@ -218,10 +218,7 @@ def _check_values(chk: _Checker, reader: NpzReader, kind: str, ok: dict,
     if len(np.unique(ids)) != len(ids):
       chk.add("node_config_ids", "distinct node indices", "duplicates")
   if "node_splits" in arrays:
-    splits = arrays["node_splits"].reshape(-1)
-    _check_range(chk, "node_splits", splits, 0, max(n - 1, 0), "node indices")
-    if np.any(np.diff(splits) < 0):
-      chk.add("node_splits", "non-decreasing start indices", "a decrease")
+    _check_splits(chk, arrays["node_splits"].reshape(-1), n)
   if "config_feat" in arrays:
     _check_finite(chk, "config_feat", arrays["config_feat"])
   for key in ("config_runtime", "config_runtime_normalizers"):
@@ -242,8 +239,71 @@ def _check_values(chk: _Checker, reader: NpzReader, kind: str, ok: dict,
               f"{values[neg[0]]} at index {neg[0]} ({neg.size} negative)")
   if "config_runtime" in ok and sizes.get("c", (0,))[0] == 0:
     chk.add("config_runtime", "at least 1 config", "0 configs")
+  _check_measured(chk, arrays)
   if "node_config_feat" in ok:
     _check_layout_configs(chk, reader)
+
+
+def _check_measured(chk: _Checker, arrays: dict):
+  """Measured runtimes are all positive; test splits hold all zeros.
+
+  The official iterators keep only runs with a positive runtime
+  (`tuning_data_iterator.cc`: `compute_time_ns() <= 1` skipped for tiles,
+  `CHECK_GT(compute_time_ns, 0)` for modules) and refuse a tile kernel whose
+  default run, its normalizer, is 0. A zero among measured runtimes would
+  read as the fastest config and a zero normalizer as an infinite label.
+  """
+  runtime = arrays.get("config_runtime")
+  if runtime is None or runtime.dtype.kind not in "iu" or not np.any(
+      runtime > 0):
+    return
+  zero = np.flatnonzero(runtime <= 0)
+  if zero.size:
+    chk.add("config_runtime", "positive runtimes in a measured file (all 0 "
+            "only in a test split)", f"{runtime[zero[0]]} at index {zero[0]} "
+            f"({zero.size} of {runtime.size})")
+  norm = arrays.get("config_runtime_normalizers")
+  if norm is not None and norm.dtype.kind in "iu" and norm.shape == (
+      runtime.shape):
+    zero = np.flatnonzero(norm <= 0)
+    if zero.size:
+      chk.add("config_runtime_normalizers", "positive default-config "
+              "runtimes where runtimes are measured",
+              f"{norm[zero[0]]} at index {zero[0]} ({zero.size} of "
+              f"{norm.size})")
+
+
+def _check_splits(chk: _Checker, splits: np.ndarray, n: int):
+  """Computation boundaries as the official encoder writes them.
+
+  `HloEncoder::EncodeHloModule` starts at 0, appends the running instruction
+  count after each "cluster"/"while"/"cond" computation and closes with the
+  node count, so values lie in [0, n]. Files without the closing boundary
+  (written by earlier tools) are accepted too.
+  """
+  if splits.size == 0:
+    chk.add("node_splits", "boundaries starting at 0", "no values")
+    return
+  _check_range(chk, "node_splits", splits, 0, n, "computation boundaries")
+  if splits[0] != 0:
+    chk.add("node_splits", "the first boundary 0", f"{splits[0]}")
+  drop = np.flatnonzero(np.diff(splits) < 0)
+  if drop.size:
+    i = drop[0] + 1
+    chk.add("node_splits", "non-decreasing boundaries",
+            f"{splits[i]} after {splits[i - 1]} at index {i}")
+
+
+def split_boundaries(splits: np.ndarray, num_nodes: int) -> np.ndarray:
+  """Returns `node_splits` as boundaries closed by the node count.
+
+  Computation i holds nodes `b[i]` to `b[i + 1] - 1`, as in the official
+  README; files written without the closing boundary get it appended.
+  """
+  splits = np.asarray(splits, dtype=np.int64).reshape(-1)
+  if splits.size and splits[-1] == num_nodes:
+    return splits
+  return np.append(splits, np.int64(num_nodes))
 
 
 def _check_layout_configs(chk: _Checker, reader: NpzReader):
@@ -328,7 +388,8 @@ class Graph:
     config_runtime_normalizers: [c] int64 (tile) or None.
     config_feat: [c, 24] float32 (tile) or None.
     node_config_ids: [nc] int32 (layout) or None.
-    node_splits: [s] int64 (layout) or None.
+    node_splits: [s] int64 computation boundaries, 0 first and the node
+      count last (layout) or None.
   """
   path: str
   kind: str
@@ -377,9 +438,21 @@ class Graph:
           np.float32, copy=False)
 
   def read_extra(self, key: str) -> Optional[np.ndarray]:
-    """Reads a key outside the format (e.g. the simulator's), None if absent."""
-    with NpzReader(self.path) as reader:
-      return reader.read(key) if key in reader else None
+    """Reads a sidecar array outside the format, None if absent."""
+    path = extra_path(self.path, key)
+    if not os.path.isfile(path):
+      return None
+    return np.load(path, allow_pickle=False)
+
+
+def extra_path(path: str, key: str) -> str:
+  """Where data outside the official key set lives: `<stem>.<key>.npy`.
+
+  Beside the graph, so it travels with it, but not a `*.npz`: the official
+  loaders glob `<split>/*.npz` and `np.load` every key, so an extra key in
+  the graph file or an extra `.npz` there would reach them.
+  """
+  return f"{os.path.splitext(str(path))[0]}.{key}.npy"
 
 
 def load_graph(path: str, kind: Optional[str] = None,
@@ -420,6 +493,6 @@ def load_graph(path: str, kind: Optional[str] = None,
     else:
       graph.node_config_ids = get("node_config_ids").astype(np.int32,
                                                             copy=False)
-      graph.node_splits = get("node_splits").astype(
-          np.int64, copy=False).reshape(-1)
+      graph.node_splits = split_boundaries(get("node_splits"),
+                                           graph.num_nodes)
   return graph

@@ -37,7 +37,11 @@ def default_layout(rank: int) -> tuple[int, ...]:
 
 @dataclasses.dataclass
 class Program:
-  """A generated program: instructions plus computation starts."""
+  """A generated program: instructions plus computation boundaries.
+
+  `node_splits` follows the official encoder: 0 first, then the node count
+  at the end of each computation, the last one equal to the node count.
+  """
   instructions: list[Instruction]
   node_splits: list[int]
   family: str
@@ -264,6 +268,7 @@ def whole_program(rng: np.random.Generator, target_nodes: int,
         outputs.append(bld.reduce_last(x))
     outputs.append(x)
   bld.finish(outputs)
+  bld.computation()  # The closing boundary.
   return Program(bld.insts, bld.splits, family)
 
 
@@ -307,4 +312,5 @@ def kernel(rng: np.random.Generator, target_nodes: int) -> Program:
   if kind == "reduce" and len(bld.dims(x)) > 2:
     x = bld.reduce_last(x)
   bld.insts[x].is_root = True
+  bld.computation()  # The closing boundary.
   return Program(bld.insts, bld.splits, kind)

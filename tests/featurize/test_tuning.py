@@ -144,15 +144,20 @@ def test_featurize_command_and_bad_input(tmp_path):
   assert "bad.pb: file:" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_node_splits_start_computations(layout):
+def test_node_splits_are_the_official_encoders_boundaries(layout):
   g, _ = layout
   _, msg = tuning_proto.read(LAYOUT_PB)
   graph = hlo_graph.from_module(msg.module)
-  np.testing.assert_array_equal(g.node_splits, graph.node_splits)
-  assert g.node_splits[0] == 0
-  # Every later split starts a computation.
-  starts, count = set(), 0
-  for comp in msg.module.computations:
-    starts.add(count)
-    count += len(comp.instructions)
-  assert set(g.node_splits.tolist()) <= starts
+  raw = np.load(g.path)["node_splits"]
+  assert raw.dtype == np.int64 and raw.shape == (1, len(graph.node_splits))
+  np.testing.assert_array_equal(raw[0], graph.node_splits)
+  # hlo_encoder.cc: 0, the running count after every computation named
+  # *cluster* / *while* / *cond*, and the instruction count to close.
+  counts = np.cumsum([len(c.instructions) for c in msg.module.computations])
+  marked = [any(m in c.name for m in ("cluster", "while", "cond"))
+            for c in msg.module.computations]
+  want = [0] + [int(k) for k, m in zip(counts, marked) if m]
+  if want[-1] < counts[-1]:
+    want.append(int(counts[-1]))
+  np.testing.assert_array_equal(graph.node_splits, want)
+  assert graph.node_splits[-1] == graph.num_nodes == g.num_nodes

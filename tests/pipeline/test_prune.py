@@ -18,7 +18,7 @@ def _path_graph(n=8, config=(3,)):
       node_opcode=np.arange(n, dtype=np.int32), edge_index=edges,
       config_runtime=np.ones(2, np.int64),
       node_config_ids=np.array(config, np.int32),
-      node_splits=np.array([0, 4], np.int64))
+      node_splits=np.array([0, 4, n], np.int64))
 
 
 def test_neighbourhood_grows_by_hops_in_both_directions():
@@ -34,7 +34,8 @@ def test_prune_renumbers_edges_configs_and_splits():
   np.testing.assert_array_equal(g.node_opcode, [2, 3, 4])
   np.testing.assert_array_equal(g.edge_index, [[1, 0], [2, 1]])
   np.testing.assert_array_equal(g.node_config_ids, [1])
-  np.testing.assert_array_equal(g.node_splits, [0, 2])
+  # Boundaries: [0, 4) and [4, 8) keep nodes 2, 3 and 4.
+  np.testing.assert_array_equal(g.node_splits, [0, 2, 3])
   np.testing.assert_array_equal(g.node_feat[0], _path_graph().node_feat[2])
 
 

@@ -53,6 +53,23 @@ def test_other_integer_widths_are_accepted(make_npz, layout_npz):
   assert npz_format.validate_file(make_npz(d), "layout") == []
 
 
+def test_node_splits_are_boundaries_closed_by_the_node_count(make_npz,
+                                                            layout_npz):
+  d = load_dict(layout_npz)
+  n = len(d["node_opcode"])
+  # As the official encoder writes them: 0 ... n, shape (1, s).
+  assert d["node_splits"].shape[0] == 1 and d["node_splits"][0, -1] == n
+  assert npz_format.validate_file(layout_npz) == []
+  closed = npz_format.load_graph(layout_npz).node_splits
+  np.testing.assert_array_equal(closed, d["node_splits"][0])
+  # Files of earlier tools, without the closing boundary, read the same.
+  d["node_splits"] = d["node_splits"][:, :-1]
+  path = make_npz(d)
+  assert npz_format.validate_file(path) == []
+  np.testing.assert_array_equal(npz_format.load_graph(path).node_splits,
+                                closed)
+
+
 def test_test_split_with_zero_runtimes_is_valid(make_npz, tile_npz):
   d = load_dict(tile_npz)
   d["config_runtime"][:] = 0
@@ -132,6 +149,22 @@ BAD_CASES = [
      {"node_feat": lambda a: np.where(np.arange(a.size).reshape(a.shape) == 3,
                                       np.nan, a).astype(np.float32)},
      "node_feat", "nan"),
+    ("zero normalizer with measured runtimes", "tile_npz",
+     {"config_runtime_normalizers": lambda a: np.where(
+         np.arange(len(a)) == 1, 0, a)}, "config_runtime_normalizers",
+     "0 at index 1"),
+    ("zero among measured runtimes", "layout_npz",
+     {"config_runtime": lambda a: np.where(np.arange(len(a)) == 3, 0, a)},
+     "config_runtime", "0 at index 3 (1 of"),
+    ("split beyond the node count", "layout_npz",
+     {"node_splits": lambda a: np.append(a.reshape(-1), 10**6).reshape(1, -1)},
+     "node_splits", "1000000"),
+    ("decreasing splits", "layout_npz",
+     {"node_splits": np.array([[0, 5, 3]], np.int64)}, "node_splits",
+     "3 after 5 at index 2"),
+    ("splits not starting at 0", "layout_npz",
+     {"node_splits": np.array([[2, 5]], np.int64)}, "node_splits",
+     "first boundary 0"),
     ("opcode out of range", "tile_npz",
      {"node_opcode": lambda a: (a * 0 + 200).astype(np.int32)},
      "node_opcode", "200"),
