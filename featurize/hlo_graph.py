@@ -10,7 +10,8 @@ nodes like any other.
 
 Edges (rows [u, v]: u consumes v): each instruction's distinct operands,
 plus an edge from every instruction that calls a computation (fusion, call,
-while, reduce, ...) to that computation's root. `node_splits` are the
+while, reduce, ...) to that computation's root; distinct rows sorted by
+(u, v), as the official encoder's reordered sparse adjacency. `node_splits` are the
 official encoder's computation boundaries (`HloEncoder::EncodeHloModule`):
 0, the running instruction count after each computation whose name contains
 "cluster", "while" or "cond", and the total instruction count last.
@@ -23,6 +24,7 @@ from tensorflow.compiler.xla import xla_data_pb2
 
 from schemas import node_encoding
 from schemas import opcodes
+from schemas.errors import fail
 
 _SPLIT_MARKERS = ("cluster", "while", "cond")
 
@@ -101,8 +103,17 @@ def instruction(inst, computation, operands) -> node_encoding.Instruction:
       is_stable=inst.is_stable, is_root=inst.id == computation.root_id)
 
 
-def from_module(module) -> HloGraph:
-  """Featurizes an `xla.HloModuleProto`."""
+def from_module(module, source: str = "module") -> HloGraph:
+  """Featurizes an `xla.HloModuleProto`.
+
+  Args:
+    module: The proto.
+    source: Names the input in errors (e.g. the file).
+
+  Raises:
+    InputError: An instruction calls a computation the module lacks (the
+      official encoder aborts there).
+  """
   index, root_index, names = {}, {}, []
   for comp in module.computations:
     for inst in comp.instructions:
@@ -114,11 +125,12 @@ def from_module(module) -> HloGraph:
   for comp in module.computations:
     for inst in comp.instructions:
       u = index[(comp.id, inst.id)]
-      operands = list(dict.fromkeys(index[(comp.id, o)]
-                                    for o in inst.operand_ids))
-      edges += [(u, v) for v in operands]
-      edges += [(u, root_index[c]) for c in inst.called_computation_ids
-                if c in root_index]
+      edges += [(u, index[(comp.id, o)]) for o in inst.operand_ids]
+      for c in inst.called_computation_ids:
+        if c not in root_index:
+          raise fail(source, f"{comp.name}/{inst.name}.called_computation_ids",
+                     "ids of computations in the module", str(c))
+        edges.append((u, root_index[c]))
       instructions.append(instruction(inst, comp, ()))
     count += len(comp.instructions)
     if any(m in comp.name for m in _SPLIT_MARKERS):
@@ -129,5 +141,5 @@ def from_module(module) -> HloGraph:
   node_opcode = np.array([opcodes.opcode_id(i.opcode) for i in instructions],
                          dtype=np.uint8)
   return HloGraph(node_feat.astype(np.float32), node_opcode,
-                  np.array(edges, dtype=np.int64).reshape(-1, 2),
+                  node_encoding.canonical_edges(edges),
                   np.array(splits, dtype=np.int64), names)

@@ -126,7 +126,7 @@ def _configurable(module) -> tuple[list[int], list[list[int]]]:
 def candidates(module, num_configs: int = 1000, seed: int = 0,
                default_prob: float = 0.5) -> dict:
   """The npz arrays of the module with `num_configs` candidate layouts."""
-  g = hlo_graph.from_module(module)
+  g = hlo_graph.from_module(module, module.name)
   nodes, ranks = _configurable(module)
   if not nodes:
     raise fail(module.name, "instructions", "at least one configurable op "

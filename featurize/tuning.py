@@ -10,13 +10,23 @@
   values + sum + product each; `config_runtime_normalizers` = the runtime
   of the kernel's default run.
 
-Runs that failed (`error`), have no profile or a runtime <= 1 ns are
-dropped, as the official pipeline does; runtimes are
-`profile.compute_time_ns`.
+Runs are kept as the official iterators (`tuning_data_iterator.cc`) keep
+them; runtimes are `profile.compute_time_ns`:
+
+* layout: runs with a `module_config`, no `error` and a profile
+  (`ModuleTuningDataIterator::LoadData`); a kept run with runtime 0 is an
+  error (the official code CHECK-fails) and so is a program without a kept
+  `is_default` run (the official iterator then emits no sample);
+* tile: a kernel is skipped, and reported, when it has at most one run or
+  any run lacks `op_config.tile_size_config` (`OpTuningDataIterator::
+  LoadData` / `LoadModuleTuningProto`); of its runs, those without `error`
+  and with a runtime > 1 ns are kept, and the first kept `is_default` run is
+  the normalizer of all of them (none is an error).
 """
 
 import os
 import re
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -24,15 +34,21 @@ from featurize import hlo_graph
 from schemas import features as F
 from schemas import npz_format
 from schemas import tuning_proto
-from schemas.errors import fail
+from schemas.errors import Problem, fail
 from schemas.npz_io import NpzWriter
 
 MAX_TENSORS, MAX_DIMS = 3, 6
 
 
-def _usable(run) -> bool:
-  return (not run.error and run.HasField("profile") and
-          run.profile.compute_time_ns > 1)
+class Featurized(NamedTuple):
+  """What one raw tuning file became.
+
+  Attributes:
+    files: The `.npz` files written, each validated.
+    skipped: One problem per kernel the official pipeline leaves out.
+  """
+  files: list
+  skipped: list
 
 
 def layout_config_row(run, num_nodes: int, path: str, i: int) -> np.ndarray:
@@ -63,7 +79,7 @@ def tile_config_row(run) -> list[float]:
 
 def layout_arrays(msg, path: str) -> dict:
   """The npz arrays of a ModuleTuningData."""
-  g = hlo_graph.from_module(msg.module)
+  g = hlo_graph.from_module(msg.module, path)
   ids = np.array(msg.config_index_to_node, dtype=np.int64)
   if not len(ids):
     raise fail(path, "config_index_to_node", "at least one configurable "
@@ -71,11 +87,16 @@ def layout_arrays(msg, path: str) -> dict:
   if ids.max() >= g.num_nodes:
     raise fail(path, "config_index_to_node", f"node indices < {g.num_nodes}",
                str(int(ids.max())))
-  runs = [(i, r) for i, r in enumerate(msg.runs)
-          if _usable(r) and r.HasField("module_config")]
-  if not runs:
-    raise fail(path, "runs", "at least one successful module_config run",
-               "none")
+  runs = [(i, r) for i, r in enumerate(msg.runs) if r.HasField(
+      "module_config") and not r.error and r.HasField("profile")]
+  for i, r in runs:
+    if r.profile.compute_time_ns <= 0:
+      raise fail(path, f"runs[{i}].profile.compute_time_ns",
+                 "a positive runtime in a successful run",
+                 str(r.profile.compute_time_ns))
+  if not any(r.is_default for _, r in runs):
+    raise fail(path, "runs", "a successful is_default run (the compiler's "
+               "own layout)", "none")
   return {
       "node_feat": g.node_feat, "node_opcode": g.node_opcode,
       "edge_index": g.edge_index, "node_config_ids": ids,
@@ -86,17 +107,27 @@ def layout_arrays(msg, path: str) -> dict:
       "node_splits": g.node_splits.reshape(1, -1)}
 
 
+def tile_skip_reason(module_data) -> Optional[str]:
+  """Why the official pipeline leaves a kernel out, or None."""
+  if not module_data.HasField("module"):
+    return "no module"
+  if len(module_data.runs) <= 1:
+    return f"{len(module_data.runs)} run(s), at least 2 needed to rank"
+  if any(not r.op_config.HasField("tile_size_config")
+         for r in module_data.runs):
+    return "a run without op_config.tile_size_config"
+  return None
+
+
 def tile_arrays(module_data, path: str, m: int) -> dict:
-  """The npz arrays of one kernel of a TuningData."""
-  runs = [r for r in module_data.runs if _usable(r)]
-  if any(not r.op_config.HasField("tile_size_config") for r in runs):
-    raise fail(path, f"modules[{m}].runs", "op_config.tile_size_config in "
-               "every run", "a run without one")
+  """The npz arrays of one kernel of a TuningData (not a skipped one)."""
+  runs = [r for r in module_data.runs
+          if not r.error and r.profile.compute_time_ns > 1]
   defaults = [r for r in runs if r.is_default]
-  if len(defaults) != 1:
-    raise fail(path, f"modules[{m}].runs", "exactly one successful "
-               "is_default run (the runtime normalizer)", str(len(defaults)))
-  g = hlo_graph.from_module(module_data.module)
+  if not defaults:
+    raise fail(path, f"modules[{m}].runs", "a successful is_default run "
+               "(the runtime normalizer)", "none")
+  g = hlo_graph.from_module(module_data.module, path)
   return {
       "node_feat": g.node_feat, "node_opcode": g.node_opcode,
       "edge_index": g.edge_index,
@@ -113,23 +144,35 @@ def _safe(name: str) -> str:
 
 
 def graphs(path: str):
-  """Yields (kind, stem, arrays) of every graph in a raw tuning file."""
+  """Yields (kind, stem, arrays or a skip Problem) per graph of a file."""
   kind, msg = tuning_proto.read(path)
   stem = _safe(os.path.splitext(os.path.basename(path))[0])
   if kind == tuning_proto.LAYOUT:
     yield kind, stem, layout_arrays(msg, path)
   else:
     for m, module_data in enumerate(msg.modules):
-      yield kind, f"{stem}__{_safe(module_data.module.name)}", tile_arrays(
-          module_data, path, m)
+      name = f"{stem}__{_safe(module_data.module.name)}"
+      reason = tile_skip_reason(module_data)
+      if reason:
+        yield kind, name, Problem(path, f"modules[{m}]", "a kernel the "
+                                  "official pipeline keeps", reason)
+      else:
+        yield kind, name, tile_arrays(module_data, path, m)
 
 
-def featurize(path: str, out_dir: str) -> list[str]:
-  """Writes every graph of `path` as `<out_dir>/<stem>.npz`; returns the
-  files (each validated against the official format)."""
+def featurize(path: str, out_dir: str) -> Featurized:
+  """Writes every kept graph of `path` as `<out_dir>/<stem>.npz`.
+
+  Returns:
+    The files (each validated against the official format) and the
+    kernels skipped as the official pipeline skips them.
+  """
   os.makedirs(out_dir, exist_ok=True)
-  written = []
+  written, skipped = [], []
   for kind, stem, arrays in graphs(path):
+    if isinstance(arrays, Problem):
+      skipped.append(arrays)
+      continue
     target = os.path.join(out_dir, f"{stem}.npz")
     with NpzWriter(target) as w:
       for key, value in arrays.items():
@@ -139,4 +182,4 @@ def featurize(path: str, out_dir: str) -> list[str]:
       raise fail(target, problems[0].field, problems[0].expected,
                  problems[0].found)
     written.append(target)
-  return written
+  return Featurized(written, skipped)

@@ -92,8 +92,9 @@ class _GraphToExamples(beam.DoFn):
     with contextlib.ExitStack() as stack:
       try:
         # Everything is read and validated before the first example leaves.
-        graphs = stack.enter_context(graph_files.open_graphs(
+        opened = stack.enter_context(graph_files.open_graphs(
             path, self._collection))
+        graphs = opened.graphs
         merged = [examples.merge_duplicates(g)
                   if self._split == examples.TRAIN else None for _, g in graphs]
       except (InputError, OSError, ValueError, EOFError) as e:
@@ -102,6 +103,10 @@ class _GraphToExamples(beam.DoFn):
         c["dead_letters"].inc()
         yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead_letter(path, e))
         return
+      for skipped in opened.skipped:
+        c["graphs_in"].inc()
+        c["dead_letters"].inc()
+        yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead_letter(path, skipped))
       for (gid, graph), merge in zip(graphs, merged):
         c["graphs_in"].inc()
         c["configs_merged"].inc(merge.merged if merge else 0)

@@ -11,10 +11,10 @@ import contextlib
 import glob
 import os
 import tempfile
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from schemas import npz_format
-from schemas.errors import fail
+from schemas.errors import InputError, fail
 
 EXTENSIONS = (".npz", ".pb")
 
@@ -29,18 +29,29 @@ def list_files(folder: str) -> list[str]:
                 if is_graph_file(p))
 
 
+class Opened(NamedTuple):
+  """The graphs of one file.
+
+  Attributes:
+    graphs: [(graph id, loaded graph)].
+    skipped: [InputError], one per tile kernel that the official pipeline
+      leaves out (callers turn them into dead letters).
+  """
+  graphs: list
+  skipped: list
+
+
 @contextlib.contextmanager
-def open_graphs(path: str, collection: str
-                ) -> Iterator[list[tuple[str, npz_format.Graph]]]:
-  """[(graph id, loaded graph)] of one file, valid inside the `with`.
+def open_graphs(path: str, collection: str) -> Iterator[Opened]:
+  """The graphs of one file, valid inside the `with`.
 
   Raises:
     InputError: the file is unreadable, invalid, or of the wrong kind.
   """
   kind = npz_format.collection_kind(collection)
   if path.endswith(".npz"):
-    yield [(npz_format.graph_id(collection, path),
-            npz_format.load_graph(path, kind))]
+    yield Opened([(npz_format.graph_id(collection, path),
+                   npz_format.load_graph(path, kind))], [])
     return
   # pylint: disable=g-import-not-at-top
   from featurize import tuning
@@ -50,6 +61,7 @@ def open_graphs(path: str, collection: str
     raise fail(path, "file", f"{kind} tuning data for {collection}",
                f"{found} tuning data")
   with tempfile.TemporaryDirectory(prefix="tpurank-pb-") as tmp:
-    yield [(npz_format.graph_id(collection, f),
-            npz_format.load_graph(f, kind))
-           for f in tuning.featurize(path, tmp)]
+    result = tuning.featurize(path, tmp)
+    yield Opened([(npz_format.graph_id(collection, f),
+                   npz_format.load_graph(f, kind)) for f in result.files],
+                 [InputError(p) for p in result.skipped])

@@ -25,6 +25,9 @@ class Window:
   reversal: Sequence[bool]
 
 
+_NO_WINDOW = Window((), (), (), (), (), (), ())
+
+
 @dataclasses.dataclass
 class ConvDims:
   """Convolution dimension numbers."""
@@ -99,25 +102,27 @@ def encode(inst: Instruction) -> np.ndarray:
   """Returns the [140] float32 feature vector of one instruction."""
   v = np.zeros(F.NODE_FEATURES, dtype=np.float32)
   v[F.IS_ROOT] = float(inst.is_root)
-  etype = inst.element_type if inst.element_type in F.ELEMENT_TYPES else (
-      "invalid")
-  v[F.ELEMENT_TYPE + F.ELEMENT_TYPES.index(etype)] = 1.0
+  # featurizers.h FeaturizePrimitiveType: a type outside the 19 listed
+  # (e.g. f8e5m2, s4) sets none of them.
+  if inst.element_type in F.ELEMENT_TYPES:
+    v[F.ELEMENT_TYPE + F.ELEMENT_TYPES.index(inst.element_type)] = 1.0
   _put(v, F.SHAPE_DIMS, F.sequence_feature(inst.dims, F.MAX_RANK))
   v[F.TUPLE_SHAPES_SIZE] = inst.tuple_size
   v[F.PARAMETER_NUMBER] = inst.parameter_number
   _put(v, F.DIMENSIONS, [float(d) for d in list(inst.dimensions)[:F.MAX_RANK]])
-  w = inst.window
-  if w is not None:
-    for start, seq in ((F.WINDOW_SIZE, w.size), (F.WINDOW_STRIDE, w.stride),
-                       (F.WINDOW_PADDING_LOW, w.padding_low),
-                       (F.WINDOW_PADDING_HIGH, w.padding_high),
-                       (F.WINDOW_DILATION, w.dilation),
-                       (F.WINDOW_BASE_DILATION, w.base_dilation)):
-      _put(v, start, F.sequence_feature(seq, F.MAX_RANK))
-    rev = [float(bool(r)) for r in w.reversal]
-    _put(v, F.WINDOW_REVERSAL, rev[:F.MAX_RANK])
-    v[F.WINDOW_REVERSAL + 6] = sum(rev)
-    v[F.WINDOW_REVERSAL + 7] = len(rev) - sum(rev)
+  # featurizers.h writes the window, slice, dynamic-slice and padding groups
+  # for every instruction, so an op without them has products of 1.
+  w = inst.window or _NO_WINDOW
+  for start, seq in ((F.WINDOW_SIZE, w.size), (F.WINDOW_STRIDE, w.stride),
+                     (F.WINDOW_PADDING_LOW, w.padding_low),
+                     (F.WINDOW_PADDING_HIGH, w.padding_high),
+                     (F.WINDOW_DILATION, w.dilation),
+                     (F.WINDOW_BASE_DILATION, w.base_dilation)):
+    _put(v, start, F.sequence_feature(seq, F.MAX_RANK))
+  rev = [float(bool(r)) for r in w.reversal]
+  _put(v, F.WINDOW_REVERSAL, rev[:F.MAX_RANK])
+  v[F.WINDOW_REVERSAL + 6] = sum(rev)
+  v[F.WINDOW_REVERSAL + 7] = len(rev) - sum(rev)
   c = inst.conv_dims
   if c is not None:
     v[F.CONV_INPUT_BATCH_DIM] = c.input_batch
@@ -131,16 +136,13 @@ def encode(inst: Instruction) -> np.ndarray:
     v[F.CONV_OUTPUT_FEATURE_DIM] = c.output_feature
   v[F.FEATURE_GROUP_COUNT] = inst.feature_group_count
   v[F.BATCH_GROUP_COUNT] = inst.batch_group_count
-  if inst.slice_start:
-    _put(v, F.SLICE_START, F.sequence_feature(inst.slice_start, 2))
-    _put(v, F.SLICE_STRIDE, F.sequence_feature(inst.slice_stride, 2))
-    _put(v, F.SLICE_LIMIT, F.sequence_feature(inst.slice_limit, 2))
-  if inst.dynamic_slice_sizes:
-    _put(v, F.DYNAMIC_SLICE_SIZES,
-         F.sequence_feature(inst.dynamic_slice_sizes, 2))
-  if inst.padding_low:
-    _put(v, F.PADDING_LOW, F.sequence_feature(inst.padding_low, 2))
-    _put(v, F.PADDING_HIGH, F.sequence_feature(inst.padding_high, 2))
+  for start, seq in ((F.SLICE_START, inst.slice_start),
+                     (F.SLICE_STRIDE, inst.slice_stride),
+                     (F.SLICE_LIMIT, inst.slice_limit),
+                     (F.DYNAMIC_SLICE_SIZES, inst.dynamic_slice_sizes),
+                     (F.PADDING_LOW, inst.padding_low),
+                     (F.PADDING_HIGH, inst.padding_high)):
+    _put(v, start, F.sequence_feature(seq, 2))
   v[F.IS_STABLE] = float(inst.is_stable)
   if inst.layout is not None:
     _put(v, F.LAYOUT_MINOR_TO_MAJOR,
@@ -148,16 +150,26 @@ def encode(inst: Instruction) -> np.ndarray:
   return v
 
 
+def canonical_edges(edges) -> np.ndarray:
+  """Edge rows [consumer, producer] as the official encoder writes them.
+
+  `hlo_encoder.cc` keeps each operand once (`DeduplicateField`), reorders
+  the sparse adjacency row-major (`ReorderSparseTensor`) and checks rows are
+  unique: int64 rows, distinct, sorted by (u, v).
+  """
+  return np.unique(np.asarray(edges, dtype=np.int64).reshape(-1, 2), axis=0)
+
+
 def encode_graph(instructions: Sequence[Instruction]):
   """Encodes a topologically ordered instruction list as npz arrays.
 
   Returns:
-    (node_feat [n, 140] float32, node_opcode [n] int32,
-     edge_index [m, 2] int32 with rows [consumer, producer]).
+    (node_feat [n, 140] float32, node_opcode [n] uint8,
+     edge_index [m, 2] int64 with rows [consumer, producer], sorted).
   """
   node_feat = np.stack([encode(i) for i in instructions]).astype(np.float32)
   node_opcode = np.array([opcodes.opcode_id(i.opcode) for i in instructions],
-                         dtype=np.int32)
-  edges = [(u, v) for u, inst in enumerate(instructions) for v in inst.operands]
-  edge_index = np.array(edges, dtype=np.int32).reshape(-1, 2)
+                         dtype=np.uint8)
+  edge_index = canonical_edges(
+      [(u, v) for u, inst in enumerate(instructions) for v in inst.operands])
   return node_feat, node_opcode, edge_index

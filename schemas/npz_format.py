@@ -210,8 +210,7 @@ def _check_values(chk: _Checker, reader: NpzReader, kind: str, ok: dict,
     _check_range(chk, "node_opcode", arrays["node_opcode"], 0,
                  opcodes.MAX_OPCODE_ID, "TpuGraphs opcode ids")
   if "edge_index" in arrays:
-    _check_range(chk, "edge_index", arrays["edge_index"], 0, n - 1,
-                 "node indices")
+    _check_edges(chk, arrays["edge_index"], n)
   if "node_config_ids" in arrays:
     ids = arrays["node_config_ids"]
     _check_range(chk, "node_config_ids", ids, 0, n - 1, "node indices")
@@ -242,6 +241,29 @@ def _check_values(chk: _Checker, reader: NpzReader, kind: str, ok: dict,
   _check_measured(chk, arrays)
   if "node_config_feat" in ok:
     _check_layout_configs(chk, reader)
+
+
+def _check_edges(chk: _Checker, edges: np.ndarray, n: int):
+  """Node indices, no self-loop, no repeated row.
+
+  `hlo_encoder.cc` refuses self-edges (`CHECK_NE(from, to)`) and repeated
+  rows (`SparseTensorIndicesAreUnique`); a repeated row would count one
+  operand twice in message passing.
+  """
+  _check_range(chk, "edge_index", edges, 0, n - 1, "node indices")
+  if edges.size == 0:
+    return
+  loops = np.flatnonzero(edges[:, 0] == edges[:, 1])
+  if loops.size:
+    chk.add("edge_index", "no self-loops", f"[{edges[loops[0], 0]}, "
+            f"{edges[loops[0], 1]}] at row {loops[0]} ({loops.size} in all)")
+  _, first, counts = np.unique(edges, axis=0, return_index=True,
+                               return_counts=True)
+  if np.any(counts > 1):
+    row = int(first[np.argmax(counts > 1)])
+    chk.add("edge_index", "distinct rows (operands are deduplicated)",
+            f"[{edges[row, 0]}, {edges[row, 1]}] {int(counts.max())} times "
+            f"({int(np.sum(counts[counts > 1] - 1))} repeats)")
 
 
 def _check_measured(chk: _Checker, arrays: dict):

@@ -103,14 +103,19 @@ class _ToExamples(beam.DoFn):
   def process(self, path: str):
     with contextlib.ExitStack() as stack:
       try:
-        graphs = stack.enter_context(graph_files.open_graphs(
+        opened = stack.enter_context(graph_files.open_graphs(
             path, self._collection))
       except (InputError, OSError, ValueError, EOFError) as e:
         self._c["graphs_in"].inc()
         self._c["dead_letters"].inc()
         yield beam.pvalue.TaggedOutput("dead", convert.dead_letter(path, e))
         return
-      for gid, graph in graphs:
+      for skipped in opened.skipped:
+        self._c["graphs_in"].inc()
+        self._c["dead_letters"].inc()
+        yield beam.pvalue.TaggedOutput("dead",
+                                       convert.dead_letter(path, skipped))
+      for gid, graph in opened.graphs:
         self._c["graphs_in"].inc()
         info = {"path": path, "kind": graph.kind,
                 "num_configs": graph.num_configs,

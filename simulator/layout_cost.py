@@ -312,4 +312,4 @@ def pick_config_nodes(insts: list, rng: np.random.Generator,
            if i.opcode in CONFIGURABLE and len(i.dims) >= 2]
   if len(cands) > max_nodes:
     cands = sorted(rng.choice(cands, max_nodes, replace=False).tolist())
-  return np.array(cands, dtype=np.int32)
+  return np.array(cands, dtype=np.int64)

@@ -175,9 +175,8 @@ def write_layout_graph(path: str, rng: np.random.Generator, scale: Scale,
         noiseless[start:start + count] = model.runtimes(choices)
         bar.update(count)
     bar.close()
-    measured = _noisy(rng, noiseless, LAYOUT_NOISE)
-    dtype = np.int32 if measured.max() < np.iinfo(np.int32).max else np.int64
-    w.write("config_runtime", measured.astype(dtype))
+    w.write("config_runtime",
+            _noisy(rng, noiseless, LAYOUT_NOISE).astype(np.int64))
   np.save(npz_format.extra_path(path, NOISELESS_KEY), noiseless)
   return len(insts), num_configs
 

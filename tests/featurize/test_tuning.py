@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(LAYOUT_PB),
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory):
   out = str(tmp_path_factory.mktemp("layout"))
-  (path,) = tuning.featurize(LAYOUT_PB, out)
+  (path,) = tuning.featurize(LAYOUT_PB, out).files
   return npz_format.load_graph(path, "layout"), path
 
 
@@ -38,7 +38,7 @@ def layout(tmp_path_factory):
 def tiles(tmp_path_factory):
   out = str(tmp_path_factory.mktemp("tile"))
   return {os.path.basename(p): npz_format.load_graph(p, "tile")
-          for p in tuning.featurize(TILE_PB, out)}
+          for p in tuning.featurize(TILE_PB, out).files}
 
 
 def test_kinds_are_told_apart():

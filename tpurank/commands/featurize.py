@@ -11,7 +11,8 @@ def add_parser(sub):
       "TuningData (kernels with tile runs) and writes one .npz per graph "
       "in the official TpuGraphs layout (140 node features, opcode ids, "
       "edges, config features, runtimes; failed runs dropped), each "
-      "validated. See featurize/ for the node order and the features.")
+      "validated. Kernels the official pipeline leaves out (one run, or a "
+      "run without a tile config) are listed as skipped. See featurize/ for the node order and the features.")
   p.add_argument("raw", nargs="+", help="raw .pb tuning files")
   p.add_argument("--out", required=True, help="output directory")
 
@@ -20,13 +21,17 @@ def run(args) -> int:
   # pylint: disable=g-import-not-at-top
   from featurize import tuning
   from schemas import npz_format
-  written = []
+  written, skipped = 0, 0
   for path in args.raw:
-    for npz in tuning.featurize(path, args.out):
+    result = tuning.featurize(path, args.out)
+    for npz in result.files:
       g = npz_format.load_graph(npz)
-      written.append({"file": npz, "kind": g.kind, "nodes": g.num_nodes,
-                      "configs": g.num_configs})
+      written += 1
       print(f"{npz}: {g.kind}, {g.num_nodes} nodes, {g.num_configs} configs",
             flush=True)
-  print(json.dumps({"written": len(written)}))
+    for problem in result.skipped:
+      skipped += 1
+      print(f"skipped: {problem.path}: {problem.field}: {problem.found}",
+            flush=True)
+  print(json.dumps({"written": written, "skipped": skipped}))
   return 0
