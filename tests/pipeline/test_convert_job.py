@@ -26,7 +26,7 @@ def collection_dir(tmp_path_factory):
   synth.synth_collection(COLLECTION, root, graphs=6, seed=3, scale="tiny",
                          progress=False)
   train = npz_format.collection_dir(root, COLLECTION, "train")
-  good = sorted(os.listdir(train))[0]
+  good = sorted(f for f in os.listdir(train) if f.endswith(".npz"))[0]
   with open(os.path.join(train, "corrupt.npz"), "wb") as f:
     f.write(b"not a zip file")
   with np.load(os.path.join(train, good)) as d:
