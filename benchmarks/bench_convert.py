@@ -41,7 +41,7 @@ if args["mode"] == "np.load":
         d[k]
   stats = {}
 else:
-  from pipeline import convert, convert_job
+  from conversion import convert, convert_job
   stats = convert_job.run(args["data"], args["collection"], args["out"],
                           convert.ConvertOptions(**args["options"]),
                           args["beam_args"], args.get("splits"))

@@ -30,7 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _SCORE = r"""
 import json, resource, sys, time
-from pipeline import examples
+from conversion import examples
 from schemas import npz_format
 from serving.saved_model_scorer import SavedModelScorer
 model, path, k, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(

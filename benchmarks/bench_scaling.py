@@ -44,8 +44,8 @@ TRAIN_STEPS = 4  # Per epoch; two epochs, the first step (compile) untimed.
 def _stage(stage: str, graph: str, work: str) -> dict:
   """Runs one stage in this process; returns its measurements."""
   # pylint: disable=g-import-not-at-top
-  from pipeline import examples
-  from pipeline import prune
+  from conversion import examples
+  from conversion import prune
   from schemas import npz_format
   gid = "layout:xla:random:g"
   if stage == "convert":

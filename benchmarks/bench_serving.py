@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def make_model(graph_path: str, base: str) -> str:
   """Exports a default-architecture layout model under base/tpurank/1."""
   # pylint: disable=g-import-not-at-top
-  from pipeline import examples
+  from conversion import examples
   from schemas import npz_format
   from trainer import export
   from trainer import input_fn
@@ -99,7 +99,7 @@ def main():
   parser.add_argument("--report", default="benchmarks/results/serving.md")
   args = parser.parse_args()
   # pylint: disable=g-import-not-at-top
-  from pipeline import examples
+  from conversion import examples
   from schemas import npz_format
   from serving import client
   from serving import saved_model_scorer

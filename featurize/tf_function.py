@@ -27,6 +27,8 @@ import re
 from typing import Callable, Sequence
 
 import numpy as np
+import tensorflow as tf
+from tensorflow.compiler.xla.service import hlo_pb2
 
 from featurize import hlo_graph
 from featurize import tuning
@@ -90,9 +92,6 @@ def _last_line(text: str) -> str:
 
 def compile_hlo(fn: Callable, shapes: Sequence[InputShape]):
   """The HloModuleProto XLA compiles `fn` to for these input shapes."""
-  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf
-  from tensorflow.compiler.xla.service import hlo_pb2
   specs = [tf.TensorSpec(s.dims, getattr(tf, DTYPES[s.dtype]))
            for s in shapes]
   compiled = tf.function(fn, jit_compile=True)

@@ -1,1 +1,1 @@
-"""The TFX pipeline: Beam conversion of TpuGraphs to GraphTensor TFRecords."""
+"""The TFX pipeline: ExampleGen, Trainer, RankingEvaluator, Pusher."""

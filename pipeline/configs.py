@@ -4,7 +4,7 @@ Values a user changes per run (data, collection, where things go) come in
 through `tpurank pipeline ...` flags; the defaults live here.
 """
 
-from pipeline import prune
+from conversion import prune
 
 PIPELINE_NAME = "tpurank"
 MODEL_NAME = "tpurank"  # Serving directory: <serving base>/<MODEL_NAME>/<v>/.

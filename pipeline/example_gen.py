@@ -26,8 +26,8 @@ from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
 
-from pipeline import convert
-from pipeline import graph_files
+from conversion import convert
+from conversion import graph_files
 from schemas import npz_format
 
 SPLITS = ("train", "valid", "test")

@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 from tfx import v1 as tfx
 
 from pipeline import configs
-from pipeline import convert
+from conversion import convert
 from pipeline import example_gen
 from pipeline import ranking_evaluator
 from schemas import npz_format

@@ -19,6 +19,7 @@ from tfx.utils import io_utils
 from tfx.utils import path_utils
 
 from schemas import npz_format
+from serving import saved_model_scorer
 from trainer import evaluate
 from trainer import metrics
 
@@ -37,8 +38,6 @@ def split_files(examples_uri: str, split: str) -> list[str]:
 
 def score_model(model_uri: str, kind: str, files: list[str]) -> dict:
   """{"metrics": collection means, "per_graph": {...}} of one Model."""
-  # pylint: disable=g-import-not-at-top
-  from serving import saved_model_scorer
   scorer = saved_model_scorer.SavedModelScorer(
       path_utils.serving_model_path(model_uri))
   means, per_graph = evaluate.metrics_of(kind,

@@ -10,9 +10,12 @@ import os
 from typing import Optional
 
 from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+import numpy as np
 
-from pipeline import prune
 from pipeline import ranking_evaluator
+from schemas import npz_format
+from serving import saved_model_scorer
 
 
 def _newest(store, type_name: str):
@@ -26,8 +29,6 @@ def newest_states(store) -> dict:
   State names are MLMD's: COMPLETE (ran), CACHED (reused from TFX's cache),
   FAILED, ...
   """
-  # pylint: disable=g-import-not-at-top
-  from ml_metadata.proto import metadata_store_pb2
   node_type = store.get_context_type("node").id
   newest = {}
   for e in store.get_executions():
@@ -59,8 +60,6 @@ def summary(metadata_path: str) -> dict:
 
 
 def _sqlite(path: str):
-  # pylint: disable=g-import-not-at-top
-  from ml_metadata.proto import metadata_store_pb2
   config = metadata_store_pb2.ConnectionConfig()
   config.sqlite.filename_uri = path
   config.sqlite.connection_mode = 1  # READONLY
@@ -70,10 +69,6 @@ def _sqlite(path: str):
 def top_configs(model_dir: str, npz_path: str, collection: str,
                 top: int = 5, hops: Optional[int] = None) -> list[dict]:
   """The model's `top` configs of one graph beside their true runtimes."""
-  # pylint: disable=g-import-not-at-top
-  import numpy as np
-  from schemas import npz_format
-  from serving import saved_model_scorer
   graph = npz_format.load_graph(npz_path)
   scores = saved_model_scorer.SavedModelScorer(model_dir).score_graph(
       graph, npz_format.graph_id(collection, npz_path), hops)

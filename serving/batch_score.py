@@ -18,17 +18,20 @@ reconcile: rows == graphs in - dead letters.
 import contextlib
 import dataclasses
 import json
-import os
 from typing import Iterable, Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.ml.inference import base as inference
 import numpy as np
+import tensorflow as tf
 
-from pipeline import convert
-from pipeline import examples
-from pipeline import graph_files
+from conversion import convert
+from conversion import examples
+from conversion import graph_files
 from schemas.errors import InputError
+from serving import call_budget
+from trainer import export
+from trainer import metrics
 
 NAMESPACE = "tpurank.score"
 COUNTERS = ("graphs_in", "graphs_scored", "dead_letters", "configs_scored")
@@ -49,14 +52,11 @@ class SavedModelHandler(inference.ModelHandler):
     self._dir, self._max = model_dir, max_batch_size
 
   def load_model(self):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     return tf.saved_model.load(self._dir).signatures["serving_default"]
 
   def run_inference(self, batch: Sequence[bytes], model,
                     inference_args: Optional[dict] = None
                     ) -> Iterable[inference.PredictionResult]:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    from serving import call_budget  # pylint: disable=g-import-not-at-top
 
     def call(group):
       out = model(examples=tf.constant(group, dtype=tf.string))
@@ -137,8 +137,6 @@ class _Assemble(beam.DoFn):
     self._c = _counters()
 
   def process(self, element):
-    # pylint: disable=g-import-not-at-top
-    from trainer import metrics
     gid, grouped = element
     (info,) = grouped["graphs"]
     parts = list(grouped["scores"])
@@ -182,7 +180,6 @@ def ScoreCollection(files, collection: str, model_dir: str,  # pylint: disable=i
     batch_size: Examples per model call.
   """
   if options.hops is None:
-    from trainer import export  # pylint: disable=g-import-not-at-top
     options = dataclasses.replace(options,
                                   hops=export.pruning_hops(model_dir))
   read = (files

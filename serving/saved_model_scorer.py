@@ -12,11 +12,12 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from pipeline import examples
-from pipeline import prune
-from schemas import graph_tensor
+from conversion import examples
+from conversion import prune
 from schemas import npz_format
 from serving import call_budget
+from trainer import export
+from trainer import input_fn
 
 
 def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
@@ -68,7 +69,6 @@ class SavedModelScorer:
                max_op_copies: int = call_budget.DEFAULT_MAX_OP_COPIES):
     self._fn = tf.saved_model.load(model_dir).signatures["serving_default"]
     self.k, self.batch, self._budget = k, batch, max_op_copies
-    from trainer import export  # pylint: disable=g-import-not-at-top
     self.hops = export.pruning_hops(model_dir)
 
   def _call(self, serialized: list[bytes]):
@@ -100,7 +100,6 @@ class SavedModelScorer:
       index, with score = higher is predicted faster (as
       `trainer.evaluate.metrics_of` expects).
     """
-    from trainer import input_fn  # pylint: disable=g-import-not-at-top
     parts = collections.defaultdict(list)
     for serialized in input_fn.read_records(files).batch(self.batch):
       scores, index = self.score_examples(list(serialized.numpy()))

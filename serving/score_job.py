@@ -7,24 +7,23 @@ DirectRunner in multi-processing mode; other runners via Beam options.
 """
 
 import json
-import os
 from typing import Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline import convert_job
-from pipeline import graph_files
+from conversion import convert_job
+from conversion import graph_files
 from schemas import npz_format
 from schemas.errors import fail
 from serving import batch_score
+from trainer import export
+from trainer import metrics as metrics_lib
 
 
 def model_kind(model_dir: str) -> dict:
   """The kind and collection a SavedModel was trained for (its metadata)."""
-  # pylint: disable=g-import-not-at-top
-  from trainer import export
   try:
     meta = export.read_metadata(model_dir)
   except Exception as e:  # pylint: disable=broad-except
@@ -112,8 +111,6 @@ def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
 
 
 def _summarize(result, found, models, base) -> dict:
-  # pylint: disable=g-import-not-at-top
-  from trainer import metrics as metrics_lib
   counts = dict.fromkeys(batch_score.COUNTERS, 0)
   for c in result.metrics().query(MetricsFilter().with_namespace(
       batch_score.NAMESPACE))["counters"]:

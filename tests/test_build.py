@@ -5,7 +5,7 @@ import os
 import re
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("pipeline", "trainer", "serving", "schemas", "simulator",
+PACKAGES = ("conversion", "pipeline", "trainer", "serving", "schemas", "simulator",
             "featurize", "tpurank", "benchmarks")
 
 

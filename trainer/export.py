@@ -18,7 +18,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from pipeline import prune
+from conversion import prune
 from trainer import graph_ops
 from trainer import input_fn
 

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from pipeline import convert
-from pipeline import convert_job
+from conversion import convert
+from conversion import convert_job
 from schemas import npz_format
 from serving import score_job
 from tests.featurize.test_tuning import LAYOUT_PB

@@ -11,7 +11,7 @@ from tfx.types import artifact_utils
 from tfx.types import standard_artifacts
 
 from pipeline import configs
-from pipeline import convert
+from conversion import convert
 from pipeline import example_gen
 from pipeline import pipeline as pipeline_lib
 from pipeline import ranking_evaluator

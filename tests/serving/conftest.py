@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pytest
 
-from pipeline import examples
+from conversion import examples
 from schemas import npz_format
 from trainer import export
 from trainer import input_fn

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from pipeline import examples
-from pipeline import prune
+from conversion import examples
+from conversion import prune
 from schemas import npz_format
 from serving import call_budget
 from serving import saved_model_scorer

@@ -15,8 +15,8 @@ from tensorflow_serving.apis import get_model_status_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import predict_pb2
 
-from pipeline import examples
-from pipeline import prune
+from conversion import examples
+from conversion import prune
 from schemas import npz_format
 from serving import call_budget
 from serving import client

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from pipeline import examples
-from pipeline import prune
+from conversion import examples
+from conversion import prune
 from schemas import npz_format
 from serving.saved_model_scorer import SavedModelScorer
 from tpurank import cli

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from pipeline import examples
+from conversion import examples
 from schemas import npz_format
 from simulator import synth
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pipeline import prune
+from conversion import prune
 from simulator import synth
 from tests.trainer.helpers import make_records
 from trainer import export

@@ -3,7 +3,7 @@
 import json
 import sys
 
-from pipeline import prune
+from conversion import prune
 from schemas import npz_format
 
 # Unknown flags are Beam pipeline options (--runner, --project, ...).
@@ -45,8 +45,8 @@ def add_parser(sub):
 
 def run(args) -> int:
   # pylint: disable=g-import-not-at-top
-  from pipeline import convert
-  from pipeline import convert_job
+  from conversion import convert
+  from conversion import convert_job
   options = convert.ConvertOptions(
       k=args.k, eval_k=args.eval_k, hops=args.hops, seed=args.seed,
       max_examples=args.max_examples)

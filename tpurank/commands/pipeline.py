@@ -76,7 +76,7 @@ def _run(args) -> int:
   from pipeline import pipeline as pipeline_lib
   from pipeline import run_report
   from pipeline import runners
-  from pipeline import convert_job
+  from conversion import convert_job
   convert_job.split_files(args.data, args.collection)  # Clear error early.
   paths = pipeline_lib.local_paths(os.path.abspath(args.work_dir))
   serving_dir = os.path.abspath(args.serving_dir or paths["serving_dir"])

@@ -4,7 +4,7 @@ import json
 import os
 
 from pipeline import configs
-from pipeline import prune
+from conversion import prune
 from schemas import npz_format
 from schemas.errors import fail
 
@@ -72,7 +72,7 @@ def add_parser(sub):
 
 def run(args) -> int:
   # pylint: disable=g-import-not-at-top
-  from pipeline import records
+  from conversion import records
   from trainer import model as model_lib
   from trainer import train as train_lib
   if args.lr_patience and args.lr_decay != "constant":

@@ -13,7 +13,9 @@ import os
 import tempfile
 from typing import Iterator, NamedTuple
 
+from featurize import tuning
 from schemas import npz_format
+from schemas import tuning_proto
 from schemas.errors import InputError, fail
 
 EXTENSIONS = (".npz", ".pb")
@@ -53,9 +55,6 @@ def open_graphs(path: str, collection: str) -> Iterator[Opened]:
     yield Opened([(npz_format.graph_id(collection, path),
                    npz_format.load_graph(path, kind))], [])
     return
-  # pylint: disable=g-import-not-at-top
-  from featurize import tuning
-  from schemas import tuning_proto
   found, _ = tuning_proto.read(path)
   if found != kind:
     raise fail(path, "file", f"{kind} tuning data for {collection}",

@@ -2,7 +2,7 @@
 
 `ConvertGraphs` is the PTransform that the `tpurank convert` pipeline and the
 TFX ExampleGen share. Each graph file becomes one example per chunk of
-configs (`pipeline/examples.py`); a file that cannot be read or fails
+configs (`conversion/examples.py`); a file that cannot be read or fails
 validation becomes one dead-letter record (JSON: file, field, reason) on the
 `dead_letters` output instead. Beam counters in the namespace
 `tpurank.<split>` count files in, graphs in/converted/dead, examples,
@@ -15,15 +15,13 @@ unreadable file counts as one graph, in dead letters.
 import contextlib
 import dataclasses
 import json
-import os
 from typing import Optional
 
 import apache_beam as beam
 
-from pipeline import examples
-from pipeline import prune
-from pipeline import graph_files
-from schemas import npz_format
+from conversion import examples
+from conversion import prune
+from conversion import graph_files
 from schemas.errors import InputError
 
 DEAD_LETTERS = "dead_letters"

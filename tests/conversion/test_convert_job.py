@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipeline import convert
-from pipeline import convert_job
+from conversion import convert
+from conversion import convert_job
 from schemas import graph_tensor
 from schemas import npz_format
 from simulator import synth

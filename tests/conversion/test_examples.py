@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pipeline import examples
+from conversion import examples
 from schemas import graph_tensor
 from schemas import npz_format
 

@@ -21,8 +21,8 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline import convert
-from pipeline import graph_files
+from conversion import convert
+from conversion import graph_files
 from schemas import npz_format
 from schemas.errors import fail
 

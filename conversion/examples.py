@@ -15,7 +15,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from pipeline import prune
+from conversion import prune
 from schemas import graph_tensor
 from schemas import npz_format
 

@@ -12,8 +12,8 @@ from typing import Optional
 import tensorflow as tf
 from tqdm import tqdm
 
-from pipeline import examples
-from pipeline import prune
+from conversion import examples
+from conversion import prune
 from schemas import npz_format
 from schemas.errors import fail
 

@@ -4,7 +4,7 @@ import dataclasses
 
 import numpy as np
 
-from pipeline import prune
+from conversion import prune
 from schemas import npz_format
 from schemas import opcodes
 
