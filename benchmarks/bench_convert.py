@@ -15,6 +15,7 @@ valid graph (every config). Each measurement runs in a fresh subprocess.
 """
 
 import argparse
+import dataclasses
 import glob
 import json
 import os
@@ -41,9 +42,9 @@ if args["mode"] == "np.load":
         d[k]
   stats = {}
 else:
-  from conversion import convert, convert_job
+  from conversion import convert_job, options
   stats = convert_job.run(args["data"], args["collection"], args["out"],
-                          convert.ConvertOptions(**args["options"]),
+                          options.ConvertOptions(**args["options"]),
                           args["beam_args"], args.get("splits"))
 stats["seconds"] = time.perf_counter() - start
 stats["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -97,7 +98,7 @@ def main():
   parser.add_argument("--report", default="benchmarks/results/convert.md")
   args = parser.parse_args()
   # pylint: disable=g-import-not-at-top
-  from pipeline import configs
+  from conversion import options
   from pipeline import pipeline as pipeline_lib
   from schemas import npz_format
   from simulator import synth
@@ -135,7 +136,8 @@ def main():
         row["collection"] = f"full-size graph as {split}"
         rows.append(row)
         print(json.dumps(row), flush=True)
-  _write(args, rows, configs.CONVERT)
+  _write(args, rows, dict(dataclasses.asdict(options.ConvertOptions()),
+                          max_examples=options.MAX_EXAMPLES))
 
 
 def _write(args, rows, convert_defaults):
@@ -146,8 +148,8 @@ def _write(args, rows, convert_defaults):
            + f"{' --full' if args.full else ''}`  ",
            f"Date: {time.strftime('%Y-%m-%d %H:%M')}; 2 CPU cores; "
            "collections from `tpurank synth --scale small --seed 0`; "
-           f"conversion options {json.dumps(convert_defaults)} (pipeline/"
-           "configs.py); runner: DirectRunner multi-processing over all "
+           f"conversion options {json.dumps(convert_defaults)} (conversion/"
+           "options.py); runner: DirectRunner multi-processing over all "
            "cores (the full-size graph: in-memory, one graph cannot be "
            "split). `np.load` = reading every array of the same files, "
            "the bound. Size ratio = output .tfrecord.gz bytes / input .npz "

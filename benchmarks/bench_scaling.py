@@ -35,6 +35,8 @@ import time
 import numpy as np
 
 from benchmarks import report
+from conversion import options
+from trainer import hparams
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STAGES = ("convert", "train", "score")
@@ -45,7 +47,6 @@ def _stage(stage: str, graph: str, work: str) -> dict:
   """Runs one stage in this process; returns its measurements."""
   # pylint: disable=g-import-not-at-top
   from conversion import examples
-  from conversion import prune
   from schemas import npz_format
   gid = "layout:xla:random:g"
   if stage == "convert":
@@ -57,7 +58,7 @@ def _stage(stage: str, graph: str, work: str) -> dict:
     start = time.perf_counter()
     g = npz_format.load_graph(graph)
     out_bytes = sum(len(e) for e in examples.graph_examples(
-        g, gid, 128, "test", hops=prune.DEFAULT_HOPS))
+        g, gid, 128, "test", hops=options.DEFAULT_HOPS))
     return {"seconds": time.perf_counter() - start, "np_load_seconds": load_s,
             "out_mb": out_bytes / 2**20}
   if stage == "train":
@@ -70,15 +71,16 @@ def _stage(stage: str, graph: str, work: str) -> dict:
     with tf.io.TFRecordWriter(records, options="GZIP") as w, \
         tf.io.TFRecordWriter(valid, options="GZIP") as v:
       for i, e in enumerate(examples.graph_examples(
-          g, gid, 16, "train", hops=prune.DEFAULT_HOPS, max_examples=24)):
+          g, gid, 16, "train", hops=options.DEFAULT_HOPS, max_examples=24)):
         w.write(e)
         if i == 0:  # Validation is not measured here: one example.
           v.write(e)
-    cfg = train_lib.TrainConfig(
+    cfg = hparams.TrainConfig(
         collection="layout:xla:random", train_files=[records],
         valid_files=[valid], out_dir=os.path.join(work, "run"), epochs=2,
         steps_per_epoch=TRAIN_STEPS, max_minutes=60, verbose=0,
-        export_dir=os.path.join(work, "export"), hops=prune.DEFAULT_HOPS)
+        export_path=os.path.join(work, "export", "1"),
+        hops=options.DEFAULT_HOPS)
     _, biggest = input_fn.scan_examples([records], "layout")
     ds = input_fn.train_dataset(
         [records], "layout", cfg.batch_size, cfg.k, seed=0,

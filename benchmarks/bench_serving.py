@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from benchmarks import report
+from trainer import hparams
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,10 +48,10 @@ def make_model(graph_path: str, base: str) -> str:
                                  np.zeros(24, np.float32),
                                  np.ones(24, np.float32))
   sm = model_lib.build_score_model(
-      model_lib.ModelConfig(kind="layout"),
+      hparams.ModelConfig(kind="layout"),
       graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
       stats)
-  return export.export(sm, "layout", os.path.join(base, "tpurank"), {})
+  return export.save(sm, "layout", os.path.join(base, "tpurank", "1"), {})
 
 
 def peak_rss_mb(pid: int) -> float:

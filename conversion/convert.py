@@ -13,14 +13,12 @@ unreadable file counts as one graph, in dead letters.
 """
 
 import contextlib
-import dataclasses
 import json
-from typing import Optional
 
 import apache_beam as beam
 
 from conversion import examples
-from conversion import prune
+from conversion.options import ConvertOptions
 from conversion import graph_files
 from schemas.errors import InputError
 
@@ -28,33 +26,6 @@ DEAD_LETTERS = "dead_letters"
 EXAMPLES = "examples"
 COUNTERS = ("files_in", "graphs_in", "graphs_converted", "dead_letters",
             "examples", "configs", "configs_merged")
-
-
-@dataclasses.dataclass(frozen=True)
-class ConvertOptions:
-  """How graphs become examples.
-
-  Attributes:
-    k: Configs per train example.
-    eval_k: Configs per valid/test example. Each example carries a copy of
-      the (pruned) graph, so evaluation chunks are larger to keep the output
-      small; the scorer still sees every config.
-    hops: Layout: keep the configurable nodes' k-hop neighbourhood (-1: all).
-    seed: Train config sampling seed.
-    max_examples: At most this many examples per train graph (None: all).
-  """
-  k: int = 16
-  eval_k: int = 128
-  hops: int = prune.DEFAULT_HOPS
-  seed: int = 0
-  max_examples: Optional[int] = None
-
-  def to_json(self) -> str:
-    return json.dumps(dataclasses.asdict(self), sort_keys=True)
-
-  @classmethod
-  def from_json(cls, text: str) -> "ConvertOptions":
-    return cls(**json.loads(text))
 
 
 def namespace(split: str) -> str:

@@ -25,6 +25,7 @@ from conversion import convert
 from conversion import graph_files
 from schemas import npz_format
 from schemas.errors import fail
+from conversion.options import ConvertOptions
 
 SPLITS = ("train", "valid", "test")
 
@@ -95,7 +96,7 @@ def read_dead_letters(out_dir: str) -> list[dict]:
 
 
 def run(data_dir: str, collection: str, out_dir: str,
-        options: convert.ConvertOptions,
+        options: ConvertOptions,
         beam_args: Sequence[str] = (),
         splits: Optional[Sequence[str]] = None) -> dict:
   """Runs the conversion; returns (and writes) the summary.

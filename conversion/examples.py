@@ -18,6 +18,7 @@ import numpy as np
 from conversion import prune
 from schemas import graph_tensor
 from schemas import npz_format
+from conversion import options
 
 TRAIN = "train"
 
@@ -83,7 +84,7 @@ def merge_duplicates(graph: npz_format.Graph, chunk: int = 4096) -> Merged:
 
 
 def graph_examples(graph: npz_format.Graph, gid: str, k: int, split: str,
-                   hops: int = prune.DEFAULT_HOPS, seed: int = 0,
+                   hops: int = options.DEFAULT_HOPS, seed: int = 0,
                    max_examples: Optional[int] = None,
                    merged: Optional[Merged] = None) -> Iterator[bytes]:
   """Yields the serialized examples of one graph.

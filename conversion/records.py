@@ -13,9 +13,9 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from conversion import examples
-from conversion import prune
 from schemas import npz_format
 from schemas.errors import fail
+from conversion import options
 
 
 def split_files(data_dir: str, collection: str, split: str) -> list[str]:
@@ -30,7 +30,7 @@ def split_files(data_dir: str, collection: str, split: str) -> list[str]:
 
 
 def write_split(data_dir: str, collection: str, split: str, out_file: str,
-                k: int, hops: int = prune.DEFAULT_HOPS, seed: int = 0,
+                k: int, hops: int = options.DEFAULT_HOPS, seed: int = 0,
                 max_examples: Optional[int] = None,
                 progress: bool = True) -> dict:
   """Writes one split's examples to `out_file` (GZIP TFRecord).

@@ -4,23 +4,14 @@ Values a user changes per run (data, collection, where things go) come in
 through `tpurank pipeline ...` flags; the defaults live here.
 """
 
-from conversion import prune
+from serving import options as serving_options
 
 PIPELINE_NAME = "tpurank"
-MODEL_NAME = "tpurank"  # Serving directory: <serving base>/<MODEL_NAME>/<v>/.
+MODEL_NAME = serving_options.MODEL_NAME  # <serving base>/<MODEL_NAME>/<v>/.
 
-# Conversion (pipeline/convert.ConvertOptions): configs per train example,
-# per valid/test example, k-hop pruning of layout graphs, train examples per
-# graph (bounds the output size of graphs with many configs). A train
-# example's K configs are fixed at conversion, so a config is only ever
-# ranked against the others of its chunk: layout graphs keep up to 64 chunks
-# (1024 configs), which gives the ranking loss many more distinct pairs than
-# 24 did (see benchmarks/results/quality.md).
-CONVERT = {"k": 16, "eval_k": 128, "hops": prune.DEFAULT_HOPS, "seed": 0,
-           "max_examples": {"tile": 8, "layout": 64}}
-
-# Trainer hyperparameters (trainer.train.TrainConfig fields).
-TRAIN_HPARAMS = {"max_minutes": 10.0, "patience": 6}
+# Conversion and training defaults are not repeated here: ExampleGen takes
+# `conversion.options` (layout keeps up to 64 chunks of K configs per train
+# graph) and the Trainer `trainer.hparams.TrainConfig`, as the CLI does.
 
 # Blessing: the primary metric must clear this (layout: Kendall tau at least,
 # tile: top-5 error at most) and be no worse than the last blessed model's.

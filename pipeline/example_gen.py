@@ -29,11 +29,12 @@ from tfx.utils import proto_utils
 from conversion import convert
 from conversion import graph_files
 from schemas import npz_format
+from conversion.options import ConvertOptions
 
 SPLITS = ("train", "valid", "test")
 
 
-def make_custom_config(collection: str, options: convert.ConvertOptions,
+def make_custom_config(collection: str, options: ConvertOptions,
                        dead_letter_dir: str = "",
                        allow_dead_letters: bool = False
                        ) -> example_gen_pb2.CustomConfig:
@@ -95,7 +96,7 @@ def _TpuGraphsToExample(pipeline: beam.Pipeline,  # pylint: disable=invalid-name
   custom = read_custom_config(exec_properties)
   collection = custom["collection"]
   npz_format.collection_kind(collection)  # Fails early on a bad name.
-  options = convert.ConvertOptions.from_json(custom["options"])
+  options = ConvertOptions.from_json(custom["options"])
   split = split_pattern.split("/")[0]
   pattern = os.path.join(exec_properties["input_base"], split_pattern)
   files = sorted((m for m in beam.io.filesystems.FileSystems.match(
@@ -126,7 +127,7 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
 
 
 def TpuGraphsExampleGen(data_dir: str, collection: str,  # pylint: disable=invalid-name
-                        options: convert.ConvertOptions,
+                        options: ConvertOptions,
                         dead_letter_dir: str = "",
                         allow_dead_letters: bool = False,
                         splits=("train", "valid"),

@@ -15,8 +15,8 @@ from typing import Optional, Sequence
 
 from tfx import v1 as tfx
 
+from conversion import options
 from pipeline import configs
-from conversion import convert
 from pipeline import example_gen
 from pipeline import ranking_evaluator
 from schemas import npz_format
@@ -25,12 +25,10 @@ RUN_FN = "trainer.run_fn.run_fn"
 
 
 def convert_options(kind: str, overrides: Optional[dict] = None
-                    ) -> convert.ConvertOptions:
-  """ConvertOptions from configs.CONVERT (per kind) and overrides."""
-  values = dict(configs.CONVERT)
-  values["max_examples"] = values["max_examples"][kind]
-  values.update(overrides or {})
-  return convert.ConvertOptions(**values)
+                    ) -> options.ConvertOptions:
+  """The defaults of `conversion.options` for `kind`, then `overrides`."""
+  return options.ConvertOptions(**dict(
+      {"max_examples": options.max_examples(kind)}, **(overrides or {})))
 
 
 def create_pipeline(pipeline_name: str, pipeline_root: str, data_dir: str,
@@ -53,7 +51,7 @@ def create_pipeline(pipeline_name: str, pipeline_root: str, data_dir: str,
     data_dir: Directory holding npz/<collection path>/{train,valid}/.
     collection: e.g. "layout:xla:random".
     serving_dir: The Pusher's base directory (versions go under it).
-    train_hparams: TrainConfig fields (default configs.TRAIN_HPARAMS).
+    train_hparams: TrainConfig fields (default: its own defaults).
     model_config: ModelConfig fields (e.g. {"gnn": "gatv2"}).
     conversion: ConvertOptions overrides.
     threshold: Blessing threshold (default configs.THRESHOLDS[kind]).
@@ -66,13 +64,16 @@ def create_pipeline(pipeline_name: str, pipeline_root: str, data_dir: str,
     enable_cache: Reuse results of unchanged steps.
   """
   kind = npz_format.collection_kind(collection)
+  conversion_options = convert_options(kind, conversion)
   gen = example_gen.TpuGraphsExampleGen(
-      data_dir, collection, convert_options(kind, conversion),
+      data_dir, collection, conversion_options,
       dead_letter_dir=dead_letter_dir, allow_dead_letters=allow_dead_letters)
-  hparams = dict(train_hparams or configs.TRAIN_HPARAMS)
-  hparams.setdefault("hops", convert_options(kind, conversion).hops)
+  # The trainer records how its examples were made.
+  train_args = dict(train_hparams or {})
+  train_args.setdefault("hops", conversion_options.hops)
+  train_args.setdefault("k", conversion_options.k)
   custom_config = {"collection": collection,
-                   "hparams": hparams,
+                   "hparams": train_args,
                    "model": dict(model_config or {})}
   trainer_args = dict(
       run_fn=RUN_FN, examples=gen.outputs["examples"],

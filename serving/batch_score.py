@@ -28,6 +28,7 @@ import tensorflow as tf
 from conversion import convert
 from conversion import examples
 from conversion import graph_files
+from conversion import options as conversion_options
 from schemas.errors import InputError
 from serving import call_budget
 from trainer import export
@@ -83,7 +84,7 @@ class SavedModelHandler(inference.ModelHandler):
 class ScoreOptions:
   """k: configs per example; hops: layout pruning (None: as in training,
   from the model's metadata)."""
-  k: int = 128
+  k: int = conversion_options.EVAL_K
   hops: Optional[int] = None
 
 

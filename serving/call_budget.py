@@ -13,7 +13,8 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import tensorflow as tf
 
-DEFAULT_MAX_OP_COPIES = 400_000  # ~2 GB of activations per model call.
+from serving import options
+
 
 
 class NotAnExample(ValueError):
@@ -54,7 +55,7 @@ def _stack(parts: list, fill) -> np.ndarray:
 
 
 def score_in_groups(score: Callable, serialized: Sequence[bytes],
-                    budget: int = DEFAULT_MAX_OP_COPIES):
+                    budget: int = options.MAX_OP_COPIES):
   """`score(list of examples) -> (scores, config_index)`, called on groups
   within `budget`; returns the same as one call on all of them would
   ([n, K_max] each; padding: score 0, index -1)."""

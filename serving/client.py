@@ -15,9 +15,10 @@ import grpc
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from schemas.errors import fail
+from serving import options
 from serving import protocol
 
-DEFAULT_MODEL = "tpurank"
+DEFAULT_MODEL = options.MODEL_NAME
 MAX_MESSAGE_BYTES = 256 << 20
 RETRIES = 6  # On "busy" answers, after 0.5, 1, 2, 4, 8, 16 s.
 

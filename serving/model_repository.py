@@ -21,12 +21,42 @@ from schemas.errors import fail
 CONFIG_FILE = "models.config"
 
 
+def _numbered(model_base: str) -> list[int]:
+  return [int(d) for d in os.listdir(model_base) if d.isdigit()] if (
+      os.path.isdir(model_base)) else []
+
+
 def versions(model_base: str) -> list[int]:
-  """Complete numeric versions of one model, ascending."""
-  if not os.path.isdir(model_base):
-    return []
-  return sorted(int(d) for d in os.listdir(model_base) if d.isdigit() and
-                os.path.exists(os.path.join(model_base, d, "saved_model.pb")))
+  """Complete numeric versions of one model, ascending (TF Serving serves
+  the highest)."""
+  return sorted(v for v in _numbered(model_base) if os.path.exists(
+      os.path.join(model_base, str(v), "saved_model.pb")))
+
+
+def next_version(model_base: str) -> int:
+  """1 + the highest numbered directory, complete or not (never reused)."""
+  return max(_numbered(model_base), default=0) + 1
+
+
+def newest(model_base: str) -> Optional[str]:
+  """The directory of the newest complete version, or None."""
+  found = versions(model_base)
+  return os.path.join(model_base, str(found[-1])) if found else None
+
+
+def resolve_model_dir(path: str) -> str:
+  """A SavedModel directory as given, or the newest version under a base.
+
+  Raises:
+    InputError: `path` is neither.
+  """
+  if os.path.exists(os.path.join(path, "saved_model.pb")):
+    return path
+  found = newest(path)
+  if found is None:
+    raise fail(path, "model", "a SavedModel dir or numbered versions",
+               "neither")
+  return found
 
 
 def models(base: str) -> dict[str, list[int]]:
@@ -84,7 +114,7 @@ def publish(model_dir: str, base: str, name: str) -> str:
                "saved_model.pb")
   target_base = os.path.join(base, name)
   os.makedirs(target_base, exist_ok=True)
-  version = max(versions(target_base), default=0) + 1
+  version = next_version(target_base)
   tmp = os.path.join(target_base, f".tmp-{version}")
   shutil.rmtree(tmp, ignore_errors=True)
   shutil.copytree(model_dir, tmp)

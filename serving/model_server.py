@@ -42,12 +42,9 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 from schemas.errors import fail
 from serving import call_budget
 from serving import model_repository
+from serving import options
 from serving import protocol
 
-DEFAULT_MAX_REQUEST_BYTES = 64 << 20
-DEFAULT_MAX_CONCURRENT = 2  # CPU-bound: more in flight only adds memory.
-DEFAULT_MAX_EXAMPLES = 16
-DEFAULT_QUEUE_SECONDS = 30.0
 _DRAIN_LIMIT = 1 << 30  # Larger oversized bodies are not even read.
 _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
                     r"(?:/versions/(?P<version>\d+))?(?P<verb>:predict)?$")
@@ -163,10 +160,10 @@ class Predictor:
   """
 
   def __init__(self, manager: ModelManager,
-               max_concurrent: int = DEFAULT_MAX_CONCURRENT,
-               max_examples: int = DEFAULT_MAX_EXAMPLES,
-               queue_seconds: float = DEFAULT_QUEUE_SECONDS,
-               max_op_copies: int = call_budget.DEFAULT_MAX_OP_COPIES):
+               max_concurrent: int = options.MAX_CONCURRENT,
+               max_examples: int = options.MAX_EXAMPLES,
+               queue_seconds: float = options.QUEUE_SECONDS,
+               max_op_copies: int = options.MAX_OP_COPIES):
     if min(max_concurrent, max_examples, max_op_copies) < 1:
       raise ValueError("max_concurrent, max_examples and max_op_copies "
                        "must be >= 1")
@@ -224,7 +221,7 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
 
   manager: ModelManager = None
   predictor: Predictor = None
-  max_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+  max_bytes: int = options.MAX_REQUEST_BYTES
   protocol_version = "HTTP/1.1"
 
   def log_message(self, fmt, *args):  # Quiet: one line per error only.
@@ -358,13 +355,15 @@ class ModelServer:
     max_op_copies: Op copies per model call (bounds a request's memory).
   """
 
-  def __init__(self, base: str, host: str = "127.0.0.1", rest_port: int = 8501,
-               grpc_port: Optional[int] = 8500, poll_seconds: float = 2.0,
-               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-               max_concurrent: int = DEFAULT_MAX_CONCURRENT,
-               max_examples: int = DEFAULT_MAX_EXAMPLES,
-               queue_seconds: float = DEFAULT_QUEUE_SECONDS,
-               max_op_copies: int = call_budget.DEFAULT_MAX_OP_COPIES):
+  def __init__(self, base: str, host: str = options.HOST,
+               rest_port: int = options.REST_PORT,
+               grpc_port: Optional[int] = options.GRPC_PORT,
+               poll_seconds: float = options.POLL_SECONDS,
+               max_request_bytes: int = options.MAX_REQUEST_BYTES,
+               max_concurrent: int = options.MAX_CONCURRENT,
+               max_examples: int = options.MAX_EXAMPLES,
+               queue_seconds: float = options.QUEUE_SECONDS,
+               max_op_copies: int = options.MAX_OP_COPIES):
     self.manager = ModelManager(base, poll_seconds)
     self.predictor = Predictor(self.manager, max_concurrent, max_examples,
                                queue_seconds, max_op_copies)

@@ -13,16 +13,17 @@ import numpy as np
 import tensorflow as tf
 
 from conversion import examples
-from conversion import prune
+from conversion import options
 from schemas import npz_format
 from serving import call_budget
+from serving import options as serving_options
 from trainer import export
 from trainer import input_fn
 
 
 def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
-                k: int = 64, batch: int = 4,
-                hops: int = prune.DEFAULT_HOPS) -> np.ndarray:
+                k: int = options.RANK_K, batch: int = options.RANK_BATCH,
+                hops: int = options.DEFAULT_HOPS) -> np.ndarray:
   """Scores every config of a graph through any `score_examples` function.
 
   Args:
@@ -65,8 +66,9 @@ class SavedModelScorer:
     max_op_copies: Op copies per model call (`call_budget`).
   """
 
-  def __init__(self, model_dir: str, k: int = 64, batch: int = 4,
-               max_op_copies: int = call_budget.DEFAULT_MAX_OP_COPIES):
+  def __init__(self, model_dir: str, k: int = options.RANK_K,
+               batch: int = options.RANK_BATCH,
+               max_op_copies: int = serving_options.MAX_OP_COPIES):
     self._fn = tf.saved_model.load(model_dir).signatures["serving_default"]
     self.k, self.batch, self._budget = k, batch, max_op_copies
     self.hops = export.pruning_hops(model_dir)

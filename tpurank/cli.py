@@ -18,6 +18,19 @@ from tpurank.commands import COMMANDS
 EXIT_BAD_INPUT = 2
 
 
+class _Parser(argparse.ArgumentParser):
+  """A subcommand parser whose --help shows every flag's default."""
+
+  def add_argument(self, *args, **kwargs):
+    action = super().add_argument(*args, **kwargs)
+    shown = not any(action.default is v for v in (None, False,
+                                                  argparse.SUPPRESS))
+    if (action.option_strings and shown and action.help is not
+        argparse.SUPPRESS and "%(default)" not in (action.help or "")):
+      action.help = f"{action.help or ''} (default: %(default)s)".lstrip()
+    return action
+
+
 def _module(name: str):
   return importlib.import_module(f"tpurank.commands.{COMMANDS[name]}")
 
@@ -30,7 +43,8 @@ def build_parser(only=None) -> argparse.ArgumentParser:
       "TPU programs with a graph neural network.")
   parser.add_argument("--version", action="version",
                       version=f"tpurank {__version__}")
-  sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+  sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                              parser_class=_Parser)
   sub.required = True
   for name in COMMANDS:
     if only is None or name == only:

@@ -14,13 +14,12 @@ TF-GNN nor this package.
 
 import json
 import os
-from typing import Optional
 
 import tensorflow as tf
 
-from conversion import prune
 from trainer import graph_ops
 from trainer import input_fn
+from conversion import options
 
 METADATA_FILE = "tpurank_model.json"
 
@@ -58,20 +57,6 @@ class ServingModule(tf.Module):
     self.serve = serve
 
 
-def versions(base_dir: str) -> list[int]:
-  """The numeric versions under base_dir, ascending (TF Serving serves the
-  highest)."""
-  if not tf.io.gfile.isdir(base_dir):
-    return []
-  return sorted(int(d.strip("/")) for d in tf.io.gfile.listdir(base_dir)
-                if d.strip("/").isdigit())
-
-
-def next_version(base_dir: str) -> int:
-  """1 + the highest numeric version under base_dir."""
-  return max(versions(base_dir), default=0) + 1
-
-
 def save(score_model: tf.keras.Model, kind: str, path: str,
          metadata: dict) -> str:
   """Writes the SavedModel (and its metadata) exactly at `path`.
@@ -89,23 +74,13 @@ def save(score_model: tf.keras.Model, kind: str, path: str,
   # assets.extra/ is where TF Serving expects files it does not read.
   extra = os.path.join(tmp, "assets.extra")
   tf.io.gfile.makedirs(extra)
+  name = os.path.basename(path.rstrip("/"))
+  if name.isdigit():  # A numbered version of a model repository.
+    metadata = dict(metadata, version=int(name))
   with tf.io.gfile.GFile(os.path.join(extra, METADATA_FILE), "w") as f:
     f.write(json.dumps(dict(metadata, kind=kind), indent=2))
   tf.io.gfile.rename(tmp, path, overwrite=False)
   return path
-
-
-def export(score_model: tf.keras.Model, kind: str, base_dir: str,
-           metadata: dict, version: Optional[int] = None) -> str:
-  """Writes `<base_dir>/<version>/` (next free version by default).
-
-  Returns:
-    The version directory.
-  """
-  version = next_version(base_dir) if version is None else version
-  tf.io.gfile.makedirs(base_dir)
-  return save(score_model, kind, os.path.join(base_dir, str(version)),
-              dict(metadata, version=version))
 
 
 def pruning_hops(model_dir: str) -> int:
@@ -115,7 +90,7 @@ def pruning_hops(model_dir: str) -> int:
     hops = read_metadata(model_dir).get("hops")
   except (tf.errors.NotFoundError, OSError, ValueError):
     hops = None
-  return prune.DEFAULT_HOPS if hops is None else int(hops)
+  return options.DEFAULT_HOPS if hops is None else int(hops)
 
 
 def read_metadata(model_dir: str) -> dict:

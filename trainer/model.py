@@ -35,22 +35,8 @@ from tensorflow_gnn.models import mt_albis
 
 from schemas import opcodes
 from trainer import graph_ops
-
-GNNS = ("sage", "gatv2", "mtalbis", "none")
-
-
-@dataclasses.dataclass
-class ModelConfig:
-  """Hyperparameters of the model."""
-  kind: str  # "tile" or "layout"
-  gnn: str = "sage"
-  hidden: int = 64
-  layers: int = 3
-  opcode_dim: int = 16
-  heads: int = 4
-  dropout: float = 0.0
-  config_only: bool = False
-
+from trainer.hparams import GNNS
+from trainer.hparams import ModelConfig
 
 @dataclasses.dataclass
 class FeatureStats:

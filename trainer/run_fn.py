@@ -8,11 +8,11 @@ backups to `fn_args.model_run_dir`.
 """
 
 from trainer import input_fn
-from trainer import model as model_lib
 from trainer import train as train_lib
+from trainer import hparams
 
 
-def config_from_fn_args(fn_args) -> train_lib.TrainConfig:
+def config_from_fn_args(fn_args) -> hparams.TrainConfig:
   """The TrainConfig of a TFX Trainer invocation."""
   custom = dict(fn_args.custom_config or {})
   if "collection" not in custom:
@@ -23,8 +23,8 @@ def config_from_fn_args(fn_args) -> train_lib.TrainConfig:
   if fn_args.train_steps:
     hparams.setdefault("steps_per_epoch", int(fn_args.train_steps))
   kind = collection.split(":")[0]
-  model = model_lib.ModelConfig(kind=kind, **custom.get("model", {}))
-  return train_lib.TrainConfig(
+  model = hparams.ModelConfig(kind=kind, **custom.get("model", {}))
+  return hparams.TrainConfig(
       collection=collection,
       train_files=input_fn.list_record_files(fn_args.train_files),
       valid_files=input_fn.list_record_files(fn_args.eval_files),

@@ -1,6 +1,6 @@
 """Training: strategy, padded XLA train step, validation, early stop, export.
 
-`train(TrainConfig)` is shared by `tpurank train` and the TFX `run_fn`:
+`train(hparams.TrainConfig)` is shared by `tpurank train` and the TFX `run_fn`:
 
 * the strategy comes from `distribute.pick_strategy`; each replica reads its
   own batches (`distribute_datasets_from_function`);
@@ -20,80 +20,26 @@ import json
 import math
 import os
 import time
-from typing import Optional, Sequence
 
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
-from schemas import npz_format
 from trainer import distribute
 from trainer import evaluate
 from trainer import export
 from trainer import feature_stats
+from trainer import hparams
 from trainer import input_fn
 from trainer import metrics
 from trainer import model as model_lib
 
+# The TF-Ranking loss of each name in `hparams.LOSSES`.
 LOSSES = {
     "listmle": tfr.keras.losses.ListMLELoss,
     "pairwise_hinge": tfr.keras.losses.PairwiseHingeLoss,
     "approx_ndcg": tfr.keras.losses.ApproxNDCGLoss,
     "softmax": tfr.keras.losses.SoftmaxLoss,
 }
-
-
-LR_DECAYS = ("cosine", "constant")
-LR_FLOOR = 0.05  # Cosine decay ends at this fraction of the rate.
-
-
-@dataclasses.dataclass
-class TrainConfig:
-  """Everything one training run needs."""
-  collection: str
-  train_files: Sequence[str]
-  valid_files: Sequence[str]
-  out_dir: str
-  model: Optional[model_lib.ModelConfig] = None
-  loss: str = "listmle"
-  k: int = 16
-  batch_size: int = 0  # 0: by kind (tile 16, layout 4).
-  learning_rate: float = 2e-3
-  # "cosine": decay to LR_FLOOR of the rate over the run (see
-  # CosineBudgetDecay); "constant": keep it (and lr_patience, if set).
-  lr_decay: str = "cosine"
-  lr_patience: int = 0  # Halve the rate after this many flat epochs; 0: off.
-  epochs: int = 100  # At most; early stopping and the budget end sooner.
-  steps_per_epoch: int = 0  # 0: one pass over the train examples.
-  max_minutes: float = 10.0
-  patience: int = 6
-  xla: bool = True
-  seed: int = 0
-  tpu: Optional[str] = None
-  mirrored: bool = False
-  export_dir: Optional[str] = None  # Default <out_dir>/export (versioned).
-  export_path: Optional[str] = None  # Exact SavedModel path (TFX), if set.
-  export: bool = True  # False: metrics only (sweeps, benchmarks).
-  hops: Optional[int] = None  # Layout pruning of the records (metadata).
-  verbose: int = 2
-
-  def __post_init__(self):
-    kind = npz_format.collection_kind(self.collection)
-    if self.model is None:
-      self.model = model_lib.ModelConfig(kind=kind)
-    if not self.batch_size:
-      self.batch_size = 16 if kind == "tile" else 4
-    if self.lr_decay not in LR_DECAYS:
-      raise ValueError(f"unknown lr_decay {self.lr_decay!r}; expected one "
-                       f"of {LR_DECAYS}")
-    if self.lr_patience and self.lr_decay != "constant":
-      raise ValueError("lr_patience needs lr_decay='constant'")
-    if self.loss not in LOSSES:
-      raise ValueError(f"unknown loss {self.loss!r}; expected one of "
-                       f"{sorted(LOSSES)}")
-
-  @property
-  def kind(self) -> str:
-    return self.model.kind
 
 
 class ThroughputCallback(tf.keras.callbacks.Callback):
@@ -155,7 +101,7 @@ class CosineBudgetDecay(tf.keras.callbacks.Callback):
 
   def on_train_batch_begin(self, batch, logs=None):
     cosine = 0.5 * (1 + math.cos(math.pi * self.progress()))
-    rate = self._rate * (LR_FLOOR + (1 - LR_FLOOR) * cosine)
+    rate = self._rate * (hparams.LR_FLOOR + (1 - hparams.LR_FLOOR) * cosine)
     tf.keras.backend.set_value(self.model.optimizer.learning_rate, rate)
     self._step += 1
 
@@ -225,7 +171,7 @@ class ValidationCallback(tf.keras.callbacks.Callback):
       self._score_model.set_weights(self.best_weights)
 
 
-def train(cfg: TrainConfig) -> dict:
+def train(cfg: hparams.TrainConfig) -> dict:
   """Trains, validates, exports. Returns a summary (also in summary.json)."""
   tf.keras.utils.set_random_seed(cfg.seed)
   os.makedirs(cfg.out_dir, exist_ok=True)
@@ -301,13 +247,8 @@ def train(cfg: TrainConfig) -> dict:
       "note": "trained on the data it was given; on tpurank synth data the "
               "runtimes are simulated",
   }
-  if not cfg.export:
-    path = None
-  elif cfg.export_path:
-    path = export.save(score_model, kind, cfg.export_path, metadata)
-  else:
-    path = export.export(score_model, kind, cfg.export_dir or os.path.join(
-        cfg.out_dir, "export"), metadata)
+  path = (export.save(score_model, kind, cfg.export_path, metadata)
+          if cfg.export else None)
   summary = {"collection": cfg.collection, "valid_metrics": final,
              "best_epoch": None if val.best_epoch is None else
              val.best_epoch + 1, "train_seconds": seconds,

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conversion import convert
 from conversion import convert_job
 from schemas import graph_tensor
 from schemas import npz_format
 from simulator import synth
+from conversion.options import ConvertOptions
 
 IN_MEMORY = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 COLLECTION = "layout:xla:random"
@@ -46,7 +46,7 @@ def test_counts_reconcile_and_bad_files_become_dead_letters(collection_dir,
                                                              tmp_path):
   out = str(tmp_path / "out")
   summary = convert_job.run(collection_dir, COLLECTION, out,
-                            convert.ConvertOptions(k=4, eval_k=8, hops=1),
+                            ConvertOptions(k=4, eval_k=8, hops=1),
                             IN_MEMORY)
   files = convert_job.split_files(collection_dir, COLLECTION)
   assert summary["mismatches"] == []
@@ -76,7 +76,7 @@ def test_valid_examples_hold_every_config_once_in_order(collection_dir,
                                                         tmp_path):
   out = str(tmp_path / "out")
   convert_job.run(collection_dir, COLLECTION, out,
-                  convert.ConvertOptions(k=4, eval_k=8, hops=1), IN_MEMORY,
+                  ConvertOptions(k=4, eval_k=8, hops=1), IN_MEMORY,
                   splits=["valid"])
   recs = _records(os.path.join(out, "valid", "*.tfrecord.gz"))
   seen = {}

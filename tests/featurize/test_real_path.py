@@ -5,7 +5,6 @@ import os
 
 import pytest
 
-from conversion import convert
 from conversion import convert_job
 from schemas import npz_format
 from serving import score_job
@@ -13,6 +12,7 @@ from tests.featurize.test_tuning import LAYOUT_PB
 from tests.featurize.test_tuning import TILE_PB
 from tests.serving.conftest import build_model
 from trainer import export
+from conversion.options import ConvertOptions
 
 IN_MEMORY = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 
@@ -36,7 +36,7 @@ def raw_data(tmp_path_factory):
 
 def test_convert_reads_raw_protos(raw_data, tmp_path):
   summary = convert_job.run(raw_data, "layout:xla:random", str(tmp_path),
-                            convert.ConvertOptions(k=16, eval_k=64),
+                            ConvertOptions(k=16, eval_k=64),
                             IN_MEMORY, splits=["train", "valid"])
   assert summary["mismatches"] == []
   train, valid = summary["splits"]["train"], summary["splits"]["valid"]
@@ -47,10 +47,10 @@ def test_convert_reads_raw_protos(raw_data, tmp_path):
 
 
 def test_score_ranks_real_graphs(raw_data, tmp_path, layout_npz, tile_npz):
-  models = [export.export(build_model(layout_npz), "layout",
-                          str(tmp_path / "layout_model"), {}),
-            export.export(build_model(tile_npz, kind="tile"), "tile",
-                          str(tmp_path / "tile_model"), {})]
+  models = [export.save(build_model(layout_npz), "layout",
+                        str(tmp_path / "layout_model" / "1"), {}),
+            export.save(build_model(tile_npz, kind="tile"), "tile",
+                        str(tmp_path / "tile_model" / "1"), {})]
   out = str(tmp_path / "submission.csv")
   summary = score_job.run(models, raw_data, out, beam_args=IN_MEMORY)
   assert summary["reconciled"] and summary["dead_letters"] == 0

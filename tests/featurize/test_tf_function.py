@@ -81,8 +81,8 @@ def test_hlo_command_then_rank(module_file, tmp_path, layout_npz, capsys):
   assert cli.main(["hlo", "--module", module_file + ":keras_model",
                    "--input-shapes", "4x32", "--out", out, "--configs",
                    "20"]) == 0
-  model = export.export(build_model(layout_npz), "layout",
-                        str(tmp_path / "m"), {})
+  model = export.save(build_model(layout_npz), "layout",
+                      str(tmp_path / "m" / "1"), {})
   capsys.readouterr()
   assert cli.main(["rank", "--graph", out, "--model", model, "--top",
                    "3"]) == 0

@@ -11,13 +11,13 @@ from tfx.types import artifact_utils
 from tfx.types import standard_artifacts
 
 from pipeline import configs
-from conversion import convert
 from pipeline import example_gen
 from pipeline import pipeline as pipeline_lib
 from pipeline import ranking_evaluator
 from pipeline import runners
 from schemas import npz_format
 from simulator import synth
+from conversion.options import ConvertOptions
 
 COLLECTION = "layout:xla:random"
 
@@ -38,7 +38,7 @@ def test_example_gen_keeps_dataset_splits_and_reports_dead_letters(
     f.write(b"garbage")
   try:
     component = example_gen.TpuGraphsExampleGen(
-        data_dir, COLLECTION, convert.ConvertOptions(k=4, eval_k=8, hops=1),
+        data_dir, COLLECTION, ConvertOptions(k=4, eval_k=8, hops=1),
         dead_letter_dir=str(tmp_path / "dead"), allow_dead_letters=True)
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / "examples")

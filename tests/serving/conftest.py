@@ -11,6 +11,7 @@ from trainer import export
 from trainer import input_fn
 from trainer import model as model_lib
 from tests.trainer.helpers import unit_stats
+from trainer import hparams
 
 
 def build_model(npz, seed=0, kind="layout"):
@@ -21,7 +22,7 @@ def build_model(npz, seed=0, kind="layout"):
   ex = list(examples.graph_examples(g, f"{kind}:x:g", 4, "valid", hops=2))
   graph = input_fn.model_input(kind, np.array(ex[:2], dtype=object))
   return model_lib.build_score_model(
-      model_lib.ModelConfig(kind=kind, hidden=16, layers=1),
+      hparams.ModelConfig(kind=kind, hidden=16, layers=1),
       graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
       unit_stats())
 
@@ -30,6 +31,6 @@ def build_model(npz, seed=0, kind="layout"):
 def repository(tmp_path, layout_npz):
   """(base, model version dir) with one version of model "tpurank"."""
   base = str(tmp_path / "models")
-  path = export.export(build_model(layout_npz), "layout",
-                       os.path.join(base, "tpurank"), {})
+  path = export.save(build_model(layout_npz), "layout",
+                     os.path.join(base, "tpurank", "1"), {})
   return base, path

@@ -82,8 +82,8 @@ def test_metrics_where_runtimes_exist(data, repository, tmp_path):
 
 
 def test_tile_rows_hold_the_five_best_configs(data, tile_npz, tmp_path):
-  model = export.export(build_model(tile_npz, kind="tile"), "tile",
-                        str(tmp_path / "tile_model"), {})
+  model = export.save(build_model(tile_npz, kind="tile"), "tile",
+                      str(tmp_path / "tile_model" / "1"), {})
   out = str(tmp_path / "tile.csv")
   summary = score_job.run([model], data, out, collection="tile:xla",
                           beam_args=IN_MEMORY)

@@ -218,8 +218,8 @@ def test_new_version_is_picked_up_without_failed_requests(
 
   worker = threading.Thread(target=hammer)
   worker.start()
-  staged = export.export(build_model(layout_npz, seed=7), "layout",
-                         str(tmp_path / "staging"), {})
+  staged = export.save(build_model(layout_npz, seed=7), "layout",
+                       str(tmp_path / "staging" / "1"), {})
   model_repository.publish(staged, base, "tpurank")
   deadline = time.time() + 60
   while server.manager.served()["tpurank"] != 2 and time.time() < deadline:

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 
 from conversion import examples
-from conversion import prune
 from schemas import npz_format
 from serving.saved_model_scorer import SavedModelScorer
 from tpurank import cli
@@ -12,6 +11,8 @@ from trainer import export
 from trainer import input_fn
 from trainer import model as model_lib
 from tests.trainer.helpers import unit_stats
+from conversion import options
+from trainer import hparams
 
 
 @pytest.fixture
@@ -20,12 +21,12 @@ def exported(tmp_path, layout_npz):
   ex = list(examples.graph_examples(g, "layout:x:g", 4, "valid", hops=2))
   graph = input_fn.model_input("layout", np.array(ex[:2], dtype=object))
   sm = model_lib.build_score_model(
-      model_lib.ModelConfig(kind="layout", hidden=16, layers=1),
+      hparams.ModelConfig(kind="layout", hidden=16, layers=1),
       graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
       unit_stats())
   # Trained on 2-hop pruning (not the default): scoring must prune alike.
-  return sm, export.export(sm, "layout", str(tmp_path / "m"),
-                           {"hops": 2}), g
+  return sm, export.save(sm, "layout",
+                         str(tmp_path / "m" / "1"), {"hops": 2}), g
 
 
 def test_every_config_scored_in_chunks_like_the_model(exported):
@@ -43,10 +44,12 @@ def test_every_config_scored_in_chunks_like_the_model(exported):
 def test_pruning_follows_the_model_metadata(exported, tmp_path):
   sm, path, g = exported
   assert SavedModelScorer(path).hops == 2
-  bare = export.export(sm, "layout", str(tmp_path / "bare"), {})
-  assert SavedModelScorer(bare).hops == prune.DEFAULT_HOPS
-  unset = export.export(sm, "layout", str(tmp_path / "unset"), {"hops": None})
-  assert SavedModelScorer(unset).hops == prune.DEFAULT_HOPS
+  bare = export.save(sm, "layout",
+                     str(tmp_path / "bare" / "1"), {})
+  assert SavedModelScorer(bare).hops == options.DEFAULT_HOPS
+  unset = export.save(sm, "layout",
+                      str(tmp_path / "unset" / "1"), {"hops": None})
+  assert SavedModelScorer(unset).hops == options.DEFAULT_HOPS
   # Pruning changes what the model sees, so the hops matter to the scores.
   scorer = SavedModelScorer(path, k=8)
   assert not np.allclose(scorer.score_graph(g, "layout:x:g"),

@@ -1,5 +1,6 @@
 """Tests for the `tpurank` command line: synth, validate, errors."""
 
+import argparse
 import subprocess
 import sys
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from tpurank import cli
+from tpurank.commands import COMMANDS
 from tests.conftest import load_dict
 
 
@@ -57,3 +59,62 @@ def test_unknown_collection_is_a_usage_error(capsys):
     cli.main(["synth", "--collection", "layout:xla", "--out", "/tmp/x"])
   assert e.value.code == 2
   assert "invalid choice" in capsys.readouterr().err
+
+
+def _defaults(command, *required):
+  parser = cli.build_parser(only=command)
+  return parser.parse_args([command, *required])
+
+
+def test_cli_defaults_come_from_their_one_home():
+  # pylint: disable=g-import-not-at-top
+  from conversion import options
+  from serving import options as serving_options
+  from trainer import hparams
+  model = hparams.ModelConfig(kind="layout")
+  train = _defaults("train", "--collection", "tile:xla", "--data", "d",
+                    "--out", "o")
+  assert (train.k, train.hops, train.seed) == (options.K,
+                                               options.DEFAULT_HOPS,
+                                               options.SEED)
+  assert (train.gnn, train.hidden, train.layers, train.dropout) == (
+      model.gnn, model.hidden, model.layers, model.dropout)
+  for flag in ("loss", "learning_rate", "lr_decay", "lr_patience", "epochs",
+               "steps_per_epoch", "max_minutes", "patience"):
+    assert getattr(train, flag) == getattr(hparams.TrainConfig, flag), flag
+  convert = _defaults("convert", "--collection", "tile:xla", "--data", "d",
+                      "--out", "o")
+  assert (convert.k, convert.eval_k, convert.hops, convert.seed) == (
+      options.K, options.EVAL_K, options.DEFAULT_HOPS, options.SEED)
+  # Both commands make the same training data by default: per-kind chunks.
+  assert convert.max_examples is None and train.max_examples is None
+  assert options.max_examples("layout") == options.MAX_EXAMPLES["layout"]
+  score = _defaults("score", "--model", "m", "--data", "d", "--out", "o")
+  assert score.k == options.EVAL_K
+  rank = _defaults("rank", "--graph", "g.npz")
+  assert (rank.k, rank.batch, rank.model_name) == (
+      options.RANK_K, options.RANK_BATCH, serving_options.MODEL_NAME)
+  serve = _defaults("serve", "--model-base", "b")
+  assert (serve.host, serve.port, serve.grpc_port, serve.max_op_copies,
+          serve.max_concurrent, serve.max_examples) == (
+              serving_options.HOST, serving_options.REST_PORT,
+              serving_options.GRPC_PORT, serving_options.MAX_OP_COPIES,
+              serving_options.MAX_CONCURRENT, serving_options.MAX_EXAMPLES)
+  assert serve.max_request_mb * 2**20 == serving_options.MAX_REQUEST_BYTES
+
+
+def test_every_help_shows_each_default(capsys):
+  for command in COMMANDS:
+    parser = cli.build_parser(only=command)
+    sub = next(a for a in parser._actions  # pylint: disable=protected-access
+               if isinstance(a, argparse._SubParsersAction)).choices[command]  # pylint: disable=protected-access
+    with pytest.raises(SystemExit):
+      parser.parse_args([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for action in sub._actions:  # pylint: disable=protected-access
+      default = action.default
+      if (not action.option_strings or default is None or default is False
+          or default is argparse.SUPPRESS or isinstance(action, argparse.
+                                                        _SubParsersAction)):
+        continue
+      assert f"(default: {default})" in text, (command, action.dest)

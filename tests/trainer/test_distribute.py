@@ -16,7 +16,7 @@ _SCRIPT = textwrap.dedent("""
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import tensorflow_gnn as tfgnn
     import tensorflow_ranking as tfr
-    from trainer import input_fn, model as model_lib
+    from trainer import hparams, input_fn, model as model_lib
     from tests.trainer.helpers import unit_stats
 
     path, kind, k = sys.argv[1], sys.argv[2], 5
@@ -41,7 +41,7 @@ _SCRIPT = textwrap.dedent("""
       return loss, [tf.convert_to_tensor(g) for g in grads]
 
     g0, _ = batch(halves[0])
-    cfg = model_lib.ModelConfig(kind=kind, hidden=16, layers=2)
+    cfg = hparams.ModelConfig(kind=kind, hidden=16, layers=2)
     tf.keras.utils.set_random_seed(0)
     single_sm = model_lib.build_score_model(cfg, g0.spec, unit_stats())
     single = model_lib.RankingModel(single_sm, 2, k)

@@ -8,10 +8,12 @@ import textwrap
 
 import numpy as np
 
+from serving import model_repository
 from trainer import export
 from trainer import input_fn
 from trainer import model as model_lib
 from tests.trainer.helpers import make_records, unit_stats
+from trainer import hparams
 
 _LOAD = textwrap.dedent("""
     import json, sys
@@ -30,14 +32,15 @@ def test_export_loads_without_tfgnn_and_ranks_like_the_model(tmp_path):
     path, _ = make_records(tmp_path, kind, graphs=2, k=5, split="valid")
     serialized = [s.numpy() for s in input_fn.read_records([path]).take(3)]
     graph = input_fn.model_input(kind, np.array(serialized, dtype=object))
-    sm = model_lib.build_score_model(model_lib.ModelConfig(kind=kind),
+    sm = model_lib.build_score_model(hparams.ModelConfig(kind=kind),
                                      graph.spec.relax(num_components=True,
                                                       num_nodes=True,
                                                       num_edges=True),
                                      unit_stats())
     base = str(tmp_path / f"models-{kind}")
-    v1 = export.export(sm, kind, base, {"collection": "test"})
-    v2 = export.export(sm, kind, base, {"collection": "test"})
+    v1, v2 = [export.save(sm, kind, os.path.join(base, str(
+        model_repository.next_version(base))), {"collection": "test"})
+              for _ in range(2)]
     assert [os.path.basename(v) for v in (v1, v2)] == ["1", "2"]
     assert os.path.exists(os.path.join(v1, "saved_model.pb"))
     assert export.read_metadata(v2)["version"] == 2

@@ -9,6 +9,7 @@ import tensorflow_ranking as tfr
 from trainer import input_fn
 from trainer import model as model_lib
 from tests.trainer.helpers import make_records, unit_stats
+from trainer import hparams
 
 
 def _inputs(tmp_path, kind, n=3):
@@ -23,7 +24,7 @@ def test_padding_does_not_change_real_scores(tmp_path, kind):
   constraints = input_fn.size_constraints_for([path], kind, 3)
   padded, mask = tfgnn.pad_to_total_sizes(graph, constraints)
   assert int(padded.num_components) > int(graph.num_components)
-  sm = model_lib.build_score_model(model_lib.ModelConfig(kind=kind),
+  sm = model_lib.build_score_model(hparams.ModelConfig(kind=kind),
                                    padded.spec.relax(num_components=True,
                                                      num_nodes=True,
                                                      num_edges=True),
@@ -45,7 +46,7 @@ def test_padded_train_step_compiles_with_xla(tmp_path, kind):
   ds = input_fn.train_dataset([path], kind, 2, 5,
                               size_constraints=constraints, seed=0)
   graph, labels = next(iter(ds))
-  sm = model_lib.build_score_model(model_lib.ModelConfig(kind=kind),
+  sm = model_lib.build_score_model(hparams.ModelConfig(kind=kind),
                                    graph.spec, unit_stats())
   ranker = model_lib.RankingModel(sm, 2, 5)
   ranker.compile(optimizer="adam", loss=tfr.keras.losses.ListMLELoss(),
@@ -68,7 +69,7 @@ def test_padded_train_step_compiles_with_xla(tmp_path, kind):
 @pytest.mark.parametrize("kind", ["tile", "layout"])
 def test_every_gnn_scores_every_config(tmp_path, kind, gnn, config_only):
   _, graph = _inputs(tmp_path, kind)
-  cfg = model_lib.ModelConfig(kind=kind, gnn=gnn, config_only=config_only,
+  cfg = hparams.ModelConfig(kind=kind, gnn=gnn, config_only=config_only,
                               hidden=16, layers=2)
   out = model_lib.build_score_model(cfg, graph.spec, unit_stats())(graph)
   configs = (graph.node_sets["config"].total_size if kind == "tile"
@@ -83,7 +84,7 @@ def test_layout_score_reads_its_own_config_alone(tmp_path, config_only):
   # no other, although every copy shares the source ops' encoding.
   _, graph = _inputs(tmp_path, "layout")
   sm = model_lib.build_score_model(
-      model_lib.ModelConfig(kind="layout", config_only=config_only,
+      hparams.ModelConfig(kind="layout", config_only=config_only,
                             gnn="none" if config_only else "sage"),
       graph.spec, unit_stats())
   nc = graph.node_sets["node_config"]
@@ -107,7 +108,7 @@ def test_config_only_ignores_the_graph(tmp_path):
       "feat": graph.node_sets["op"]["feat"] * 2.0 + 1.0,
       "opcode": graph.node_sets["op"]["opcode"]}})
   for config_only, same in ((True, True), (False, False)):
-    cfg = model_lib.ModelConfig(kind="tile", config_only=config_only,
+    cfg = hparams.ModelConfig(kind="tile", config_only=config_only,
                                 gnn="none" if config_only else "sage")
     sm = model_lib.build_score_model(cfg, graph.spec, unit_stats())
     a, b = sm(graph)["scores"].numpy(), sm(other)["scores"].numpy()
@@ -121,7 +122,7 @@ def test_only_the_gnn_reads_the_cost_scales(tmp_path):
   other = graph.replace_features(node_sets={"op": {
       "phys": op["phys"], "cost_scale": op["cost_scale"] * 3.0 + 1.0}})
   for config_only, same in ((True, True), (False, False)):
-    cfg = model_lib.ModelConfig(kind="layout", config_only=config_only,
+    cfg = hparams.ModelConfig(kind="layout", config_only=config_only,
                                 gnn="none" if config_only else "sage")
     sm = model_lib.build_score_model(cfg, graph.spec, unit_stats())
     for w in sm.weights:  # The rates start at zero: make them count.
@@ -137,7 +138,7 @@ def test_features_far_outside_the_train_range_are_clipped(tmp_path):
   # A feature nearly constant in "training" (std 0.03), huge at inference.
   stats.node_var[29] = 1e-3
   sm = model_lib.build_score_model(
-      model_lib.ModelConfig(kind="layout"),
+      hparams.ModelConfig(kind="layout"),
       graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
       stats)
 

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from conversion import prune
 from simulator import synth
 from tests.trainer.helpers import make_records
 from trainer import export
+from conversion import options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -56,7 +56,7 @@ def test_cli_trains_and_exports(tiny_data, tmp_path, collection, metric):
   assert os.path.exists(os.path.join(out, "export", "1", "saved_model.pb"))
   # Scoring prunes as the training records were pruned.
   assert export.read_metadata(os.path.join(out, "export", "1"))[
-      "hops"] == prune.DEFAULT_HOPS
+      "hops"] == options.DEFAULT_HOPS
   assert os.listdir(os.path.join(out, "logs"))  # TensorBoard events.
 
 

@@ -3,8 +3,9 @@
 import json
 import sys
 
-from conversion import prune
+from conversion import options
 from schemas import npz_format
+from tpurank.commands import common
 
 # Unknown flags are Beam pipeline options (--runner, --project, ...).
 ACCEPTS_BEAM_ARGS = True
@@ -26,33 +27,23 @@ def add_parser(sub):
   p.add_argument("--out", required=True, help="output directory")
   p.add_argument("--splits", nargs="+", choices=("train", "valid", "test"),
                  help="only these splits (default: all present)")
-  p.add_argument("--k", type=int, default=16,
-                 help="configs per train example")
-  p.add_argument("--eval-k", type=int, default=128,
-                 help="configs per valid/test example")
-  p.add_argument("--hops", type=int, default=prune.DEFAULT_HOPS,
-                 help="layout: keep the configurable ops, the elementwise chains "
-                 "their layouts spread to, and every op within this many "
-                 "hops of those (-1: whole graph)")
-  p.add_argument("--max-examples", type=int, default=None,
-                 help="at most this many examples per train graph "
-                 "(default: all configs)")
-  p.add_argument("--seed", type=int, default=0)
+  common.add_conversion_flags(p, eval_k=True)
   p.add_argument("--allow-dead-letters", action="store_true",
                  help="exit 0 even if some files went to dead letters "
                  "(default: exit 2 after writing everything else)")
 
 
 def run(args) -> int:
-  # pylint: disable=g-import-not-at-top
-  from conversion import convert
-  from conversion import convert_job
-  options = convert.ConvertOptions(
+  # Beam and TensorFlow load only when the command runs (fast --help).
+  from conversion import convert_job  # pylint: disable=g-import-not-at-top
+  kind = npz_format.collection_kind(args.collection)
+  convert_options = options.ConvertOptions(
       k=args.k, eval_k=args.eval_k, hops=args.hops, seed=args.seed,
-      max_examples=args.max_examples)
+      max_examples=options.max_examples(kind, args.max_examples))
   print(f"converting {args.collection} from {args.data} to {args.out} "
         "(Beam; progress in the runner's log)", flush=True)
-  summary = convert_job.run(args.data, args.collection, args.out, options,
+  summary = convert_job.run(args.data, args.collection, args.out,
+                            convert_options,
                             args.beam_args, args.splits)
   for split, c in summary["splits"].items():
     print(f"{split}: {c['graphs_in']} graphs in, {c['graphs_converted']} "

@@ -5,6 +5,8 @@ import json
 import os
 
 from schemas import npz_format
+from serving import model_repository
+from trainer import hparams as hparams_lib
 
 # Unknown flags are Beam pipeline options for the Beam-based steps.
 ACCEPTS_BEAM_ARGS = True
@@ -32,8 +34,9 @@ def add_parser(sub):
                  "letters go here")
   r.add_argument("--serving-dir", default=None,
                  help="Pusher destination (default WORK_DIR/serving/tpurank)")
-  r.add_argument("--max-minutes", type=float, default=None,
-                 help="training time budget (default pipeline/configs.py)")
+  r.add_argument("--max-minutes", type=float,
+                 default=hparams_lib.TrainConfig.max_minutes,
+                 help="training time budget (wall clock)")
   r.add_argument("--threshold", type=float, default=None,
                  help="blessing threshold (layout: least Kendall tau; tile: "
                  "most top-5 error)")
@@ -80,10 +83,7 @@ def _run(args) -> int:
   convert_job.split_files(args.data, args.collection)  # Clear error early.
   paths = pipeline_lib.local_paths(os.path.abspath(args.work_dir))
   serving_dir = os.path.abspath(args.serving_dir or paths["serving_dir"])
-  hparams = dict(configs.TRAIN_HPARAMS)
-  if args.max_minutes is not None:
-    hparams["max_minutes"] = args.max_minutes
-  hparams["verbose"] = 2
+  hparams = {"max_minutes": args.max_minutes, "verbose": 2}
   os.makedirs(os.path.dirname(paths["metadata"]), exist_ok=True)
   pipeline = pipeline_lib.create_pipeline(
       configs.PIPELINE_NAME, paths["pipeline_root"],
@@ -109,7 +109,7 @@ def _run(args) -> int:
           f"{ev['reason']}")
   pushed = report["pushed_model"]
   print(f"pushed model: {pushed or 'none (not blessed)'}")
-  model_dir = pushed or _newest_version(serving_dir)
+  model_dir = pushed or model_repository.newest(serving_dir)
   valid = sorted(glob.glob(os.path.join(npz_format.collection_dir(
       args.data, args.collection, "valid"), "*.npz")))
   if model_dir and valid and args.show_top:
@@ -126,13 +126,6 @@ def _run(args) -> int:
   print(json.dumps({"pushed_model": pushed, "blessed":
                     bool(ev and ev["blessed"])}))
   return 0
-
-
-def _newest_version(base: str):
-  versions = [d for d in glob.glob(os.path.join(base, "*"))
-              if os.path.basename(d).isdigit()]
-  return max(versions, key=lambda d: int(os.path.basename(d))) if versions \
-      else None
 
 
 def _compile(args) -> int:

@@ -1,11 +1,13 @@
 """`tpurank rank`: the best configs of one graph, by a trained model."""
 
-import os
 
 import numpy as np
 
+from conversion import options
 from schemas import npz_format
 from schemas.errors import fail
+from serving import model_repository
+from serving import options as serving_options
 
 
 def add_parser(sub):
@@ -22,28 +24,17 @@ def add_parser(sub):
                  help="ask a model server instead: http://HOST:PORT (REST) "
                  "or grpc://HOST:PORT (gRPC), e.g. `tpurank serve` or "
                  "tensorflow_model_server")
-  p.add_argument("--model-name", default="tpurank",
+  p.add_argument("--model-name", default=serving_options.MODEL_NAME,
                  help="model name on the server")
   p.add_argument("--model-version", type=int, default=None,
                  help="model version on the server (default: the served one)")
-  p.add_argument("--k", type=int, default=64,
+  p.add_argument("--k", type=int, default=options.RANK_K,
                  help="configs per example; requests carry --batch examples")
-  p.add_argument("--batch", type=int, default=4)
+  p.add_argument("--batch", type=int, default=options.RANK_BATCH,
+                 help="examples per model call")
   p.add_argument("--top", type=int, default=5)
   p.add_argument("--collection", default=None,
                  help="collection name for the graph id (default: from path)")
-
-
-def resolve_model_dir(path: str) -> str:
-  """A version dir as given, or the newest numbered version under a base."""
-  from trainer import export  # pylint: disable=g-import-not-at-top
-  if os.path.exists(os.path.join(path, "saved_model.pb")):
-    return path
-  versions = export.versions(path)
-  if not versions:
-    raise fail(path, "model", "a SavedModel dir or numbered versions",
-               "neither")
-  return os.path.join(path, str(versions[-1]))
 
 
 def run(args) -> int:
@@ -63,7 +54,7 @@ def run(args) -> int:
     scores = saved_model_scorer.score_graph(scorer.score_examples, graph,
                                             gid, args.k, args.batch)
   else:
-    model_dir = resolve_model_dir(args.model)
+    model_dir = model_repository.resolve_model_dir(args.model)
     scores = saved_model_scorer.SavedModelScorer(
         model_dir, args.k, args.batch).score_graph(graph, gid)
   order = np.argsort(scores, kind="stable")

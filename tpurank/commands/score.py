@@ -3,6 +3,7 @@
 import json
 import sys
 
+from conversion import options
 from schemas import npz_format
 
 ACCEPTS_BEAM_ARGS = True
@@ -29,7 +30,8 @@ def add_parser(sub):
   p.add_argument("--split", default="test", choices=("train", "valid",
                                                        "test"))
   p.add_argument("--out", required=True, help="submission CSV to write")
-  p.add_argument("--k", type=int, default=128, help="configs per example")
+  p.add_argument("--k", type=int, default=options.EVAL_K,
+                 help="configs per example")
   p.add_argument("--allow-dead-letters", action="store_true",
                  help="exit 0 even if some graphs could not be scored")
 
@@ -38,8 +40,8 @@ def run(args) -> int:
   # pylint: disable=g-import-not-at-top
   from serving import batch_score
   from serving import score_job
-  from tpurank.commands import rank
-  models = [rank.resolve_model_dir(m) for m in args.model]
+  from serving import model_repository
+  models = [model_repository.resolve_model_dir(m) for m in args.model]
   print(f"scoring {args.collection or 'all collections'} ({args.split}) "
         f"from {args.data} (Beam RunInference)", flush=True)
   summary = score_job.run(models, args.data, args.out, args.collection,

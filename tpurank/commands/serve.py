@@ -5,6 +5,8 @@ import json
 import signal
 import threading
 
+from serving import options
+
 
 def _positive(text: str) -> int:
   value = int(text)
@@ -24,25 +26,31 @@ def add_parser(sub):
       "MODEL_BASE/models.config for the real tensorflow_model_server.")
   p.add_argument("--model-base", required=True,
                  help="repository: <base>/<name>/<version>/saved_model.pb")
-  p.add_argument("--host", default="127.0.0.1",
+  p.add_argument("--host", default=options.HOST,
                  help="interface to bind (0.0.0.0: all)")
-  p.add_argument("--port", type=int, default=8501, help="REST port (0: any)")
-  p.add_argument("--grpc-port", type=int, default=8500,
+  p.add_argument("--port", type=int, default=options.REST_PORT,
+                 help="REST port (0: any)")
+  p.add_argument("--grpc-port", type=int, default=options.GRPC_PORT,
                  help="gRPC port (0: any, -1: no gRPC)")
-  p.add_argument("--poll-seconds", type=float, default=2.0,
+  p.add_argument("--poll-seconds", type=float, default=options.POLL_SECONDS,
                  help="how often to look for new versions")
-  p.add_argument("--max-request-mb", type=float, default=64.0,
+  p.add_argument("--max-request-mb", type=float,
+                 default=options.MAX_REQUEST_BYTES / 2**20,
                  help="larger requests are refused with 413")
-  p.add_argument("--max-concurrent", type=_positive, default=2,
+  p.add_argument("--max-concurrent", type=_positive,
+                 default=options.MAX_CONCURRENT,
                  help="predictions running at once; each holds a copy of "
                  "the graph per config, so this bounds the memory")
-  p.add_argument("--max-examples", type=_positive, default=16,
+  p.add_argument("--max-examples", type=_positive,
+                 default=options.MAX_EXAMPLES,
                  help="examples (graph + K configs each) per request; more "
                  "get 413")
-  p.add_argument("--queue-seconds", type=float, default=30.0,
+  p.add_argument("--queue-seconds", type=float,
+                 default=options.QUEUE_SECONDS,
                  help="how long a request waits for a free prediction slot "
                  "before 429 (clients retry)")
-  p.add_argument("--max-op-copies", type=_positive, default=400_000,
+  p.add_argument("--max-op-copies", type=_positive,
+                 default=options.MAX_OP_COPIES,
                  help="op copies (graph ops x configs) per model call: a "
                  "request's examples run in groups within it, bounding its "
                  "memory (~5 KB per op copy)")

@@ -3,12 +3,15 @@
 import json
 import os
 
-from pipeline import configs
-from conversion import prune
+from conversion import options
 from schemas import npz_format
 from schemas.errors import fail
+from serving import model_repository
+from tpurank.commands import common
+from trainer import hparams
 
-DEFAULT_MAX_EXAMPLES = configs.CONVERT["max_examples"]
+_MODEL = hparams.ModelConfig(kind="layout")  # Kind-independent defaults.
+_TRAIN = hparams.TrainConfig  # Its class attributes hold the defaults.
 
 
 def add_parser(sub):
@@ -22,65 +25,59 @@ def add_parser(sub):
   p.add_argument("--data", required=True,
                  help="directory holding npz/... (as `tpurank synth` writes)")
   p.add_argument("--out", required=True, help="output directory")
-  p.add_argument("--gnn", choices=("sage", "gatv2", "mtalbis"),
-                 default="sage")
+  p.add_argument("--gnn", choices=[g for g in hparams.GNNS if g != "none"],
+                 default=_MODEL.gnn)
   p.add_argument("--config-only", action="store_true",
                  help="baseline: score configs from their features alone")
-  p.add_argument("--loss", default="listmle",
-                 choices=("listmle", "pairwise_hinge", "approx_ndcg",
-                          "softmax"))
-  p.add_argument("--k", type=int, default=16, help="configs per example")
-  p.add_argument("--batch-size", type=int, default=0,
-                 help="graphs per step (default: tile 16, layout 4)")
-  p.add_argument("--hidden", type=int, default=64)
-  p.add_argument("--layers", type=int, default=3)
-  p.add_argument("--hops", type=int, default=prune.DEFAULT_HOPS,
-                 help="layout: keep the configurable ops, the elementwise chains "
-                 "their layouts spread to, and every op within this many "
-                 "hops of those (-1: whole graph)")
-  p.add_argument("--max-examples", type=int, default=None,
-                 help="examples (chunks of K configs) per train graph "
-                 "(default: tile {tile}, layout {layout})".format(
-                     **DEFAULT_MAX_EXAMPLES))
-  p.add_argument("--learning-rate", type=float, default=2e-3)
-  p.add_argument("--lr-decay", choices=("cosine", "constant"),
-                 default="cosine",
-                 help="cosine: decay the rate to 5%% of it over the run (its "
+  p.add_argument("--loss", default=_TRAIN.loss, choices=hparams.LOSSES)
+  p.add_argument("--batch-size", type=int, default=None,
+                 help="graphs per step (default: tile {tile}, layout "
+                 "{layout})".format(**hparams.BATCH_SIZE))
+  p.add_argument("--hidden", type=int, default=_MODEL.hidden)
+  p.add_argument("--layers", type=int, default=_MODEL.layers)
+  common.add_conversion_flags(p)
+  p.add_argument("--learning-rate", type=float, default=_TRAIN.learning_rate)
+  p.add_argument("--lr-decay", choices=hparams.LR_DECAYS,
+                 default=_TRAIN.lr_decay,
+                 help="cosine: decay the rate to {:.0%} of it over the run (its "
                  "epochs or --max-minutes, whichever ends first); constant: "
-                 "keep it, unless --lr-patience lowers it")
-  p.add_argument("--lr-patience", type=int, default=0,
+                 "keep it, unless --lr-patience lowers it".format(
+                     hparams.LR_FLOOR).replace("%", "%%"))
+  p.add_argument("--lr-patience", type=int, default=_TRAIN.lr_patience,
                  help="with --lr-decay constant: halve the learning rate "
                  "after this many epochs without validation gain (0: off)")
-  p.add_argument("--dropout", type=float, default=0.0,
+  p.add_argument("--dropout", type=float, default=_MODEL.dropout,
                  help="dropout in message passing and the readout MLP")
-  p.add_argument("--epochs", type=int, default=100)
-  p.add_argument("--steps-per-epoch", type=int, default=0)
-  p.add_argument("--max-minutes", type=float, default=10.0,
+  p.add_argument("--epochs", type=int, default=_TRAIN.epochs)
+  p.add_argument("--steps-per-epoch", type=int, default=_TRAIN.steps_per_epoch,
+                 help="0: one pass over the train examples")
+  p.add_argument("--max-minutes", type=float, default=_TRAIN.max_minutes,
                  help="training time budget (wall clock)")
-  p.add_argument("--patience", type=int, default=6)
+  p.add_argument("--patience", type=int, default=_TRAIN.patience,
+                 help="epochs without validation gain before stopping")
   p.add_argument("--no-xla", action="store_true",
                  help="no padding, no XLA (dynamic shapes; not for TPUs)")
   p.add_argument("--tpu", default=None,
                  help="TPU name/address for TPUClusterResolver")
   p.add_argument("--mirrored", action="store_true",
                  help="MirroredStrategy over all local devices")
-  p.add_argument("--seed", type=int, default=0)
   p.add_argument("--no-export", action="store_true",
                  help="skip the SavedModel export (sweeps, benchmarks): "
                  "summary.json still has the validation metrics")
 
 
 def run(args) -> int:
+  # TensorFlow loads only when the command runs (fast --help).
   # pylint: disable=g-import-not-at-top
   from conversion import records
-  from trainer import model as model_lib
   from trainer import train as train_lib
   if args.lr_patience and args.lr_decay != "constant":
     raise fail("<command line>", "--lr-patience",
                "--lr-decay constant with it (the cosine decay sets the rate)",
                f"--lr-decay {args.lr_decay}")
   kind = npz_format.collection_kind(args.collection)
-  max_examples = args.max_examples or DEFAULT_MAX_EXAMPLES[kind]
+  max_examples = options.max_examples(kind, args.max_examples)
+  base = os.path.join(args.out, "export")
   rec_dir = os.path.join(args.out, "records")
   files = {}
   for split in ("train", "valid"):
@@ -91,20 +88,21 @@ def run(args) -> int:
       print(f"{split}: {counts['graphs']} graphs, {counts['examples']} "
             f"examples -> {path}")
     files[split] = [path]
-  cfg = train_lib.TrainConfig(
+  cfg = hparams.TrainConfig(
       collection=args.collection, train_files=files["train"],
       valid_files=files["valid"], out_dir=args.out,
-      model=model_lib.ModelConfig(
+      model=hparams.ModelConfig(
           kind=kind, gnn="none" if args.config_only else args.gnn,
           hidden=args.hidden, layers=args.layers, dropout=args.dropout,
           config_only=args.config_only),
-      loss=args.loss, k=args.k, batch_size=args.batch_size,
+      loss=args.loss, k=args.k, batch_size=args.batch_size or 0,
       learning_rate=args.learning_rate, lr_decay=args.lr_decay,
       lr_patience=args.lr_patience,
       epochs=args.epochs,
       steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
       patience=args.patience, xla=not args.no_xla, seed=args.seed,
       tpu=args.tpu, mirrored=args.mirrored, export=not args.no_export,
+      export_path=os.path.join(base, str(model_repository.next_version(base))),
       hops=args.hops)
   summary = train_lib.train(cfg)
   print(json.dumps(summary, indent=2, default=float))

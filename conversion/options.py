@@ -1,0 +1,68 @@
+"""How graphs become examples: the one home of every conversion default.
+
+Importable without TensorFlow or Beam, so the CLI (whose `--help` shows
+these values), the TFX pipeline, training and scoring all read them here.
+"""
+
+import dataclasses
+import json
+from typing import Optional
+
+# Configs per train example. A train example's configs are fixed at
+# conversion, so the ranking loss compares a config with its K - 1
+# chunk-mates.
+K = 16
+# Configs per valid/test/scoring example. Each example carries a copy of the
+# (pruned) graph, so evaluation chunks are larger to keep the output small;
+# the scorer still sees every config.
+EVAL_K = 128
+# Configs per example and examples per model call when one graph is ranked
+# in process or through a model server (`tpurank rank`, `SavedModelScorer`).
+RANK_K = 64
+RANK_BATCH = 4
+# Hops kept around the layout regions (`prune.neighbourhood`): with whole
+# regions, one hop adds the ops a config's cost reaches (operands, consumers
+# outside the region) at about the size two hops around the configurable
+# ops alone had.
+DEFAULT_HOPS = 1
+SEED = 0
+# Train examples (chunks of K configs) kept per graph: bounds the output of
+# graphs with many configs. Layout graphs keep up to 64 chunks (1,024
+# configs), which gives the ranking loss many more distinct pairs than 24
+# did (see benchmarks/results/quality.md).
+MAX_EXAMPLES = {"tile": 8, "layout": 64}
+HOPS_HELP = ("layout: keep the configurable ops, the elementwise chains their "
+             "layouts spread to, and every op within this many hops of those "
+             "(-1: whole graph)")
+
+
+def max_examples(kind: str, given: Optional[int] = None) -> Optional[int]:
+  """Train examples per graph: `given` if set (0: all), else the kind's."""
+  if given is None:
+    return MAX_EXAMPLES[kind]
+  return given or None
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertOptions:
+  """How graphs become examples.
+
+  Attributes:
+    k: Configs per train example.
+    eval_k: Configs per valid/test example.
+    hops: Layout: keep the configurable nodes' k-hop neighbourhood (-1: all).
+    seed: Train config sampling seed.
+    max_examples: At most this many examples per train graph (None: all).
+  """
+  k: int = K
+  eval_k: int = EVAL_K
+  hops: int = DEFAULT_HOPS
+  seed: int = SEED
+  max_examples: Optional[int] = None
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> "ConvertOptions":
+    return cls(**json.loads(text))

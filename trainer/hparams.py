@@ -1,0 +1,89 @@
+"""Hyper-parameters of the model and of training: the one home of defaults.
+
+Importable without TensorFlow, so the CLI (whose `--help` shows these
+values), the TFX pipeline and the trainer read the same ones.
+"""
+
+import dataclasses
+from typing import Optional, Sequence
+
+from conversion import options
+from schemas import npz_format
+
+# Message passing ("none": no graph, with `config_only`, the baseline).
+GNNS = ("sage", "gatv2", "mtalbis", "none")
+# TF-Ranking losses by name (first: the default); `train.LOSSES` maps them.
+LOSSES = ("listmle", "pairwise_hinge", "approx_ndcg", "softmax")
+# Graphs per step by kind.
+BATCH_SIZE = {"tile": 16, "layout": 4}
+
+
+@dataclasses.dataclass
+class ModelConfig:
+  """Hyperparameters of the model."""
+  kind: str  # "tile" or "layout"
+  gnn: str = "sage"
+  hidden: int = 64
+  layers: int = 3
+  opcode_dim: int = 16
+  heads: int = 4
+  dropout: float = 0.0
+  config_only: bool = False
+
+
+LR_DECAYS = ("cosine", "constant")
+LR_FLOOR = 0.05  # Cosine decay ends at this fraction of the rate.
+
+
+@dataclasses.dataclass
+class TrainConfig:
+  """Everything one training run needs."""
+  collection: str
+  train_files: Sequence[str]
+  valid_files: Sequence[str]
+  out_dir: str
+  model: Optional[ModelConfig] = None
+  loss: str = LOSSES[0]
+  k: int = options.K
+  batch_size: int = 0  # 0: by kind (BATCH_SIZE).
+  learning_rate: float = 2e-3
+  # "cosine": decay to LR_FLOOR of the rate over the run (see
+  # CosineBudgetDecay); "constant": keep it (and lr_patience, if set).
+  lr_decay: str = "cosine"
+  lr_patience: int = 0  # Halve the rate after this many flat epochs; 0: off.
+  epochs: int = 100  # At most; early stopping and the budget end sooner.
+  steps_per_epoch: int = 0  # 0: one pass over the train examples.
+  max_minutes: float = 10.0
+  patience: int = 6
+  xla: bool = True
+  seed: int = options.SEED
+  tpu: Optional[str] = None
+  mirrored: bool = False
+  # The SavedModel directory (e.g. <base>/<version>; the caller numbers it).
+  export_path: Optional[str] = None
+  export: bool = True  # False: metrics only (sweeps, benchmarks).
+  hops: Optional[int] = None  # Layout pruning of the records (metadata).
+  verbose: int = 2
+
+  def __post_init__(self):
+    kind = npz_format.collection_kind(self.collection)
+    if self.model is None:
+      self.model = ModelConfig(kind=kind)
+    if not self.batch_size:
+      self.batch_size = BATCH_SIZE[kind]
+    if self.lr_decay not in LR_DECAYS:
+      raise ValueError(f"unknown lr_decay {self.lr_decay!r}; expected one "
+                       f"of {LR_DECAYS}")
+    if self.export and not self.export_path:
+      raise ValueError("export needs export_path (or export=False)")
+    if self.lr_patience and self.lr_decay != "constant":
+      raise ValueError("lr_patience needs lr_decay='constant'")
+    if self.loss not in LOSSES:
+      raise ValueError(f"unknown loss {self.loss!r}; expected one of "
+                       f"{LOSSES}")
+
+  @property
+  def kind(self) -> str:
+    return self.model.kind
+
+
