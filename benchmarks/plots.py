@@ -7,6 +7,8 @@ matplotlib.use("Agg")  # Files only; no display on CI machines.
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 import numpy as np
 
+from schemas import npz_format
+
 _STAGE_LABELS = {"convert": "convert (all configs)",
                  "train": "train step", "score": "score (all configs)"}
 
@@ -53,7 +55,8 @@ def quality_plot(results: dict, path: str) -> str:
   axes = np.atleast_1d(axes)
   for ax, collection in zip(axes, names):
     r = results[collection]
-    metric = "top5_error" if collection.startswith("tile") else "kendall_tau"
+    metric = ("top5_error" if npz_format.collection_kind(collection) == "tile"
+              else "kendall_tau")
     labels, means, stds = [], [], []
     for model, runs in r["runs"].items():
       values = [run["valid_metrics"].get(metric) for run in runs]

@@ -41,17 +41,13 @@ def default_beam_args(beam_args: Sequence[str]) -> list[str]:
 
 
 def split_files(data_dir: str, collection: str) -> dict:
-  """{split: sorted npz files}; splits without files are left out."""
-  files = {}
-  for split in SPLITS:
-    found = graph_files.list_files(
-        npz_format.collection_dir(data_dir, collection, split))
-    if found:
-      files[split] = found
+  """{split: sorted graph files}; splits without files are left out."""
+  files = {split: found for split in SPLITS
+           if (found := graph_files.split_files(data_dir, collection, split))}
   if not files:
-    raise fail(npz_format.collection_dir(data_dir, collection, "*"),
-               "directory", f"train/valid/test *.npz (or raw *.pb) files of "
-               f"{collection}",
+    raise fail(os.path.dirname(npz_format.collection_dir(
+        data_dir, collection, "train")), "directory", "train/valid/test "
+               f"*.npz (or raw *.pb) files of {collection}",
                "none (make some with `tpurank synth`)")
   return files
 

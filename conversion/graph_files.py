@@ -31,6 +31,11 @@ def list_files(folder: str) -> list[str]:
                 if is_graph_file(p))
 
 
+def split_files(data_dir: str, collection: str, split: str) -> list[str]:
+  """The graph files (.npz and raw .pb) of one split of a collection."""
+  return list_files(npz_format.collection_dir(data_dir, collection, split))
+
+
 class Opened(NamedTuple):
   """The graphs of one file.
 

@@ -27,7 +27,7 @@ BLESSED_FILE, NOT_BLESSED_FILE = "BLESSED", "NOT_BLESSED"
 METRICS_FILE = "metrics.json"
 
 
-def split_files(examples_uri: str, split: str) -> list[str]:
+def record_files(examples_uri: str, split: str) -> list[str]:
   """The record files of one split of an Examples artifact."""
   folder = os.path.join(examples_uri, f"Split-{split}")
   files = sorted(tfx.dsl.io.fileio.glob(os.path.join(folder, "*")))
@@ -95,7 +95,7 @@ def RankingEvaluator(  # pylint: disable=invalid-name
     baseline_model: The last blessed model, if any.
   """
   kind = npz_format.collection_kind(collection)
-  files = split_files(examples.uri, split)
+  files = record_files(examples.uri, split)
   candidate = score_model(model.uri, kind, files)
   baseline = (score_model(baseline_model.uri, kind, files)
               if baseline_model is not None else None)

@@ -6,7 +6,6 @@ call's examples are further grouped within an op-copy budget
 (`call_budget`), so large graphs do not multiply the memory either.
 """
 
-import collections
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -17,6 +16,7 @@ from conversion import options
 from schemas import npz_format
 from serving import call_budget
 from serving import options as serving_options
+from trainer import evaluate
 from trainer import export
 from trainer import input_fn
 
@@ -102,8 +102,7 @@ class SavedModelScorer:
       index, with score = higher is predicted faster (as
       `trainer.evaluate.metrics_of` expects).
     """
-    parts = collections.defaultdict(list)
-    for serialized in input_fn.read_records(files).batch(self.batch):
+    def score_batch(serialized):
       scores, index = self.score_examples(list(serialized.numpy()))
       graph = input_fn.parse_batch(kind, serialized)
       config = graph.node_sets["config"]
@@ -111,16 +110,9 @@ class SavedModelScorer:
       runtime = config["runtime"].numpy()
       normalizer = (config["normalizer"].numpy() if kind == "tile" else
                     np.ones_like(runtime))
-      starts = np.r_[0, np.cumsum(sizes)]
-      gids = graph.context["graph_id"].numpy().reshape(-1)
-      for row, (gid, n) in enumerate(zip(gids, sizes)):
-        flat = slice(starts[row], starts[row] + n)
-        parts[gid.decode()].append((index[row, :n], -scores[row, :n],
-                                    runtime[flat], normalizer[flat]))
-    result = {}
-    for gid, chunks in parts.items():
-      idx, score, rt, norm = (np.concatenate(c) for c in zip(*chunks))
-      order = np.argsort(idx, kind="stable")
-      result[gid] = {"index": idx[order], "score": score[order],
-                     "runtime": rt[order], "normalizer": norm[order]}
-    return result
+      gids = np.repeat(graph.context["graph_id"].numpy().reshape(-1), sizes)
+      # Signature rows are padded to the longest example: keep real slots.
+      real = np.arange(index.shape[1])[None, :] < sizes[:, None]
+      return gids, index[real], -scores[real], runtime, normalizer
+
+    return evaluate.score_records(files, self.batch, score_batch)

@@ -49,13 +49,8 @@ def pick_models(model_dirs: Sequence[str], collections: Sequence[str]
 
 def find_collections(data_dir: str, split: str) -> dict:
   """{collection: files} of every collection with files in `split`."""
-  found = {}
-  for c in npz_format.COLLECTIONS:
-    files = graph_files.list_files(
-        npz_format.collection_dir(data_dir, c, split))
-    if files:
-      found[c] = files
-  return found
+  return {c: files for c in npz_format.COLLECTIONS
+          if (files := graph_files.split_files(data_dir, c, split))}
 
 
 def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,

@@ -1,7 +1,7 @@
 """Scores every config of every graph in a set of records, then the metrics."""
 
 import collections
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -40,25 +40,43 @@ class RecordScorer:
     self._step = step
 
   def __call__(self, files: Sequence[str]) -> dict:
-    """{graph_id: {"index", "score", "runtime", "normalizer"}}, by index.
+    """`score_records` of `files` with this model."""
+    return score_records(files, self._batch_size,
+                         lambda s: [v.numpy() for v in self._step(s)])
 
-    score: higher = predicted faster.
-    """
-    names = ("gid", "index", "score", "runtime", "normalizer")
-    parts = collections.defaultdict(list)
-    for serialized in input_fn.read_records(files).batch(self._batch_size):
-      for name, value in zip(names, self._step(serialized)):
-        parts[name].append(value.numpy())
-    if not parts:
-      return {}
-    flat = {k: np.concatenate(v) for k, v in parts.items()}
-    gids = flat.pop("gid")
-    result = {}
-    for gid in np.unique(gids):
-      sel = gids == gid
-      order = np.argsort(flat["index"][sel], kind="stable")
-      result[gid.decode()] = {k: v[sel][order] for k, v in flat.items()}
-    return result
+
+_FIELDS = ("gid", "index", "score", "runtime", "normalizer")
+
+
+def score_records(files: Sequence[str], batch_size: int,
+                  score_batch: Callable) -> dict:
+  """Scores every config in record files and groups the scores by graph.
+
+  Args:
+    files: TFRecord files (GZIP or plain) as conversion writes them.
+    batch_size: Examples per call of `score_batch`.
+    score_batch: A batch of serialized examples -> flat per-config arrays
+      (graph id, config index, score = higher is predicted faster,
+      runtime, normalizer).
+
+  Returns:
+    {graph_id: {"index", "score", "runtime", "normalizer"}}, graphs in id
+    order and each graph's configs in index order.
+  """
+  parts = collections.defaultdict(list)
+  for serialized in input_fn.read_records(files).batch(batch_size):
+    for name, value in zip(_FIELDS, score_batch(serialized)):
+      parts[name].append(np.asarray(value))
+  if not parts:
+    return {}
+  flat = {k: np.concatenate(v) for k, v in parts.items()}
+  gids = flat.pop("gid")
+  result = {}
+  for gid in np.unique(gids):
+    sel = gids == gid
+    order = np.argsort(flat["index"][sel], kind="stable")
+    result[gid.decode()] = {k: v[sel][order] for k, v in flat.items()}
+  return result
 
 
 def metrics_of(kind: str, predictions: dict) -> tuple[dict, dict]:

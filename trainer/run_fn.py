@@ -7,9 +7,10 @@ dict of `TrainConfig` fields (e.g. {"max_minutes": 5, "loss": "softmax"}) and
 backups to `fn_args.model_run_dir`.
 """
 
+from schemas import npz_format
+from trainer import hparams
 from trainer import input_fn
 from trainer import train as train_lib
-from trainer import hparams
 
 
 def config_from_fn_args(fn_args) -> hparams.TrainConfig:
@@ -19,18 +20,18 @@ def config_from_fn_args(fn_args) -> hparams.TrainConfig:
     raise ValueError("custom_config must name the collection, e.g. "
                      "{'collection': 'layout:xla:random'}")
   collection = custom["collection"]
-  hparams = dict(custom.get("hparams", {}))
+  train_args = dict(custom.get("hparams", {}))
   if fn_args.train_steps:
-    hparams.setdefault("steps_per_epoch", int(fn_args.train_steps))
-  kind = collection.split(":")[0]
-  model = hparams.ModelConfig(kind=kind, **custom.get("model", {}))
+    train_args.setdefault("steps_per_epoch", int(fn_args.train_steps))
+  model = hparams.ModelConfig(kind=npz_format.collection_kind(collection),
+                              **custom.get("model", {}))
   return hparams.TrainConfig(
       collection=collection,
       train_files=input_fn.list_record_files(fn_args.train_files),
       valid_files=input_fn.list_record_files(fn_args.eval_files),
       out_dir=fn_args.model_run_dir,
       export_path=fn_args.serving_model_dir,
-      model=model, **hparams)
+      model=model, **train_args)
 
 
 def run_fn(fn_args):

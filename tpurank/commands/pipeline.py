@@ -1,9 +1,9 @@
 """`tpurank pipeline run|compile`: the TFX pipeline, locally or for Vertex AI."""
 
-import glob
 import json
 import os
 
+from conversion import graph_files
 from schemas import npz_format
 from serving import model_repository
 from trainer import hparams as hparams_lib
@@ -110,8 +110,9 @@ def _run(args) -> int:
   pushed = report["pushed_model"]
   print(f"pushed model: {pushed or 'none (not blessed)'}")
   model_dir = pushed or model_repository.newest(serving_dir)
-  valid = sorted(glob.glob(os.path.join(npz_format.collection_dir(
-      args.data, args.collection, "valid"), "*.npz")))
+  # The top-configs table reads one .npz graph of the valid split.
+  valid = [f for f in graph_files.split_files(args.data, args.collection,
+                                              "valid") if f.endswith(".npz")]
   if model_dir and valid and args.show_top:
     rows = run_report.top_configs(model_dir, valid[0], args.collection,
                                   args.show_top)

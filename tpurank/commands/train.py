@@ -87,6 +87,8 @@ def run(args) -> int:
                                    args.k, args.hops, args.seed, max_examples)
       print(f"{split}: {counts['graphs']} graphs, {counts['examples']} "
             f"examples -> {path}")
+      for line in counts["skipped"]:
+        print(f"skipped: {line}")
     files[split] = [path]
   cfg = hparams.TrainConfig(
       collection=args.collection, train_files=files["train"],
