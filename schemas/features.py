@@ -9,6 +9,9 @@ NODE_FEATURES = 140
 TILE_CONFIG_FEATURES = 24
 LAYOUT_CONFIG_FEATURES = 18
 MAX_RANK = 6  # No TpuGraphs tensor has more than six dimensions.
+# TPU memory tiling: the most-minor dim of a layout pads to a multiple of
+# the lane count, the second-minor to the sublane count.
+TPU_LANES, TPU_SUBLANES = 128, 8
 
 # Node feature indices (start of each group).
 IS_ROOT = 0

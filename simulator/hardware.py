@@ -16,7 +16,7 @@ VPU_FLOPS_PER_NS = 8e3  # Vector unit, elementwise work.
 VMEM_BYTES = 16 * 2**20  # On-chip memory for one kernel's tiles.
 OP_OVERHEAD_NS = 250.0  # Fixed cost of launching one op.
 TILE_OVERHEAD_NS = 350.0  # Fixed cost of one tile iteration.
-LANES, SUBLANES = 128, 8  # Most-minor dim pads to 128, second-minor to 8.
+LANES, SUBLANES = features.TPU_LANES, features.TPU_SUBLANES
 TRANSCENDENTAL = frozenset(
     ("exponential", "tanh", "logistic", "log", "rsqrt", "sqrt", "power"))
 

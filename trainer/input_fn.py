@@ -15,6 +15,7 @@ import tensorflow_gnn as tfgnn
 from schemas import graph_tensor
 from schemas.errors import fail
 from trainer import graph_ops
+from trainer import ranking
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -111,7 +112,7 @@ def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
 
   def prepare(serialized):
     graph = parse_batch(kind, serialized)
-    labels = graph_ops.labels(kind, graph, k)
+    labels = ranking.labels(kind, graph, k)
     model_graph = graph_ops.expand(kind, graph)
     if size_constraints is not None:
       model_graph, _ = tfgnn.pad_to_total_sizes(model_graph, size_constraints)

@@ -34,7 +34,8 @@ from tensorflow_gnn.models import graph_sage
 from tensorflow_gnn.models import mt_albis
 
 from schemas import opcodes
-from trainer import graph_ops
+from trainer import layout_features
+from trainer import ranking
 from trainer.hparams import GNNS
 from trainer.hparams import ModelConfig
 
@@ -213,7 +214,7 @@ class LayoutReadout(tf.keras.layers.Layer):
   the same amount to every config of the graph, which ranking ignores.
 
   An op's contribution is mlp(h) + sum_j rate_j(h) * cost_scale_j: the
-  sizes in `cost_scale` (see `graph_ops.cost_scales`) enter linearly, the
+  sizes in `cost_scale` (see `layout_features.cost_scales`) enter linearly, the
   state only sets their rates. A copy on an edge 100 times the graph's mean
   size then costs 100 times more, which an MLP of log sizes only
   approximates.
@@ -236,7 +237,7 @@ class LayoutReadout(tf.keras.layers.Layer):
     if linear_costs:
       # Zero rates at the start: sizes reach 1e3 times the graph's mean, and
       # random rates would saturate the bounded scores (no gradient).
-      self._rates = tf.keras.layers.Dense(graph_ops.COST_SCALE_WIDTH,
+      self._rates = tf.keras.layers.Dense(layout_features.COST_SCALE_WIDTH,
                                           kernel_initializer="zeros",
                                           name="cost_rates")
 
@@ -384,5 +385,5 @@ class RankingModel(tf.keras.Model):
 
   def call(self, graph, training=False):
     out = self.score_model(graph, training=training)
-    return graph_ops.scores_to_matrix(out["scores"], out["example"],
+    return ranking.scores_to_matrix(out["scores"], out["example"],
                                       out["slot"], self._batch, self._k)

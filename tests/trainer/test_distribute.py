@@ -16,7 +16,7 @@ _SCRIPT = textwrap.dedent("""
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import tensorflow_gnn as tfgnn
     import tensorflow_ranking as tfr
-    from trainer import hparams, input_fn, model as model_lib
+    from trainer import hparams, input_fn, model as model_lib, ranking
     from tests.trainer.helpers import unit_stats
 
     path, kind, k = sys.argv[1], sys.argv[2], 5
@@ -26,7 +26,7 @@ _SCRIPT = textwrap.dedent("""
 
     def batch(s):
       graph = input_fn.parse_batch(kind, s)
-      labels = input_fn.graph_ops.labels(kind, graph, k)
+      labels = ranking.labels(kind, graph, k)
       padded, _ = tfgnn.pad_to_total_sizes(input_fn.graph_ops.expand(
           kind, graph), constraints)
       return padded, labels

@@ -5,6 +5,9 @@ import tensorflow as tf
 
 from trainer import graph_ops
 from trainer import input_fn
+from trainer import layout_features
+from trainer import ranking
+from trainer import tile_features
 from tests.trainer.helpers import make_records
 
 
@@ -74,7 +77,7 @@ def test_labels_are_normalised_non_negative_and_padded(tmp_path):
   path, _ = make_records(tmp_path, "layout", graphs=2, k=5)
   merged = input_fn.parse_batch("layout", _batch(path, 4))
   k = 7
-  labels = graph_ops.labels("layout", merged, k).numpy()
+  labels = ranking.labels("layout", merged, k).numpy()
   sizes = merged.node_sets["config"].sizes.numpy()
   runtime = merged.node_sets["config"]["runtime"].numpy()
   start = 0
@@ -94,7 +97,7 @@ def test_tile_labels_use_normalised_runtimes(tmp_path):
   merged = input_fn.parse_batch("tile", _batch(path, 1))
   cfg = merged.node_sets["config"]
   norm = cfg["runtime"].numpy() / cfg["normalizer"].numpy()
-  labels = graph_ops.labels("tile", merged, 5).numpy()[0]
+  labels = ranking.labels("tile", merged, 5).numpy()[0]
   np.testing.assert_allclose(labels, norm.min() / norm, rtol=1e-5)
 
 
@@ -102,7 +105,7 @@ def test_scores_to_matrix_drops_padding():
   scores = tf.constant([1., 2., 3., 9.])
   example = tf.constant([0, 1, 1, 0])
   slot = tf.constant([1, 2, 1, 0])  # The last is padding.
-  m = graph_ops.scores_to_matrix(scores, example, slot, 2, 3).numpy()
+  m = ranking.scores_to_matrix(scores, example, slot, 2, 3).numpy()
   np.testing.assert_array_equal(m, [[1, 0, 0], [3, 2, 0]])
 
 
@@ -118,9 +121,9 @@ def test_physical_layout_features_by_hand():
   cfg[1, 0:2] = (0, 1)  # Output: dim 0 (size 3) most minor.
   cfg[1, 6:8] = (1, 0)  # Input: as the producer has it.
   src, tgt = np.array([0]), np.array([1])
-  producers = graph_ops.operand_producers(3, src, tgt)
-  phys = graph_ops.physical_layout_features(feat, cfg, producers).numpy()
-  assert phys.shape == (3, graph_ops.PHYS_WIDTH)
+  producers = layout_features.operand_producers(3, src, tgt)
+  phys = layout_features.physical_layout_features(feat, cfg, producers).numpy()
+  assert phys.shape == (3, layout_features.PHYS_WIDTH)
   assert not phys[[0, 2]].any()  # Only configurable ops get values.
   out, inp, kern = phys[1, :7], phys[1, 7:14], phys[1, 14:]
   np.testing.assert_allclose(out[:5], np.log([3, 224, 128 / 3, 1,
@@ -153,9 +156,9 @@ def test_propagated_layout_features_by_hand():
   # parameter -> dot -> add -> {reduce, transpose, copy, negate}.
   src = np.array([0, 1, 2, 2, 2, 2], np.int32)
   tgt = np.array([1, 2, 3, 4, 5, 6], np.int32)
-  out = graph_ops.propagated_layout_features(
-      feat, opcode, cfg, graph_ops.operand_producers(7, src, tgt)).numpy()
-  assert out.shape == (7, graph_ops.PROPAGATED_WIDTH)
+  out = layout_features.propagated_layout_features(
+      feat, opcode, cfg, layout_features.operand_producers(7, src, tgt)).numpy()
+  assert out.shape == (7, layout_features.PROPAGATED_WIDTH)
   # The dot and the add run in (0, 1): no longer their current layout.
   np.testing.assert_array_equal(out[:, 5], [0, 1, 1, 0, 0, 0, 0])
   np.testing.assert_allclose(out[2, :2], np.log([4, 128]), rtol=1e-6)
@@ -183,21 +186,21 @@ def test_cost_scales_are_linear_sizes_relative_to_their_graph():
   feat[1, 21:23] = (16, 32)  # rhs [k, n]: 512 elements.
   feat[2, 21:23] = (8, 32)  # out [m, n]: 256; component 0 mean: 298.67.
   feat[3, 21] = 10  # Component 1: a lone add of 10 elements.
-  propagated = np.zeros((4, graph_ops.PROPAGATED_WIDTH), np.float32)
+  propagated = np.zeros((4, layout_features.PROPAGATED_WIDTH), np.float32)
   propagated[2, 4] = np.log(2.0)  # Its layout doubles the dot's volume.
   propagated[2, 6] = 1  # The dot copies its lhs to another layout,
   propagated[2, 11] = 1  # and reads its rhs along another minor dim.
   cfg = np.zeros((4, 19), np.float32)
   cfg[2, 18] = 1  # The dot is configurable,
-  physical = np.zeros((4, graph_ops.PHYS_WIDTH), np.float32)
+  physical = np.zeros((4, layout_features.PHYS_WIDTH), np.float32)
   physical[2, 18] = np.log(4.0)  # and its kernel layout pads the rhs 4x.
   src, tgt = np.array([0, 1], np.int32), np.array([2, 2], np.int32)
-  out = graph_ops.cost_scales(feat, opcode, cfg, physical, propagated,
-                              graph_ops.operand_producers(4, src, tgt),
+  out = layout_features.cost_scales(feat, opcode, cfg, physical, propagated,
+                              layout_features.operand_producers(4, src, tgt),
                               np.array([3, 1], np.int32)).numpy()
-  assert out.shape == (4, graph_ops.COST_SCALE_WIDTH)
+  assert out.shape == (4, layout_features.COST_SCALE_WIDTH)
   unit = (128 + 512 + 256) / 3
-  work = 8 * 32 * 16 / graph_ops.MATMUL_WORK_PER_ELEMENT  # m * n * k.
+  work = 8 * 32 * 16 / layout_features.MATMUL_WORK_PER_ELEMENT  # m * n * k.
   np.testing.assert_allclose(out[:3] * unit, [
       [128, 0, 0, 0, 0, 0, 0, 0], [512, 0, 0, 0, 0, 0, 0, 0],
       [512, 128, 0, 0, work, 2 * work, 128, 4 * 512]], rtol=1e-5)
@@ -207,7 +210,7 @@ def test_cost_scales_are_linear_sizes_relative_to_their_graph():
 def test_tile_config_features_by_hand(tmp_path):
   path, graphs = make_records(tmp_path, "tile", graphs=1, k=4)
   merged = input_fn.parse_batch("tile", _batch(path, 1))
-  phys = graph_ops.tile_config_features(merged).numpy()
+  phys = tile_features.tile_config_features(merged).numpy()
   g = graphs[0]
   root = int(np.flatnonzero(g.node_feat[:, 0])[0])
   dims = g.node_feat[root, 21:27]

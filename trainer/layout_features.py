@@ -1,0 +1,301 @@
+"""Physical features of layout configs: what chosen layouts mean at every op.
+
+`expand_layout` attaches them to each op copy of a config: `phys` (the
+layouts' tiling at configurable ops, `physical_layout_features`, and where
+they propagate with the copies they imply, `propagated_layout_features`)
+and `cost_scale` (the linear sizes those copies and the op move,
+`cost_scales`). Columns are read by name from `schemas.features`.
+"""
+
+import tensorflow as tf
+
+from schemas import features as F
+from schemas import opcodes
+from trainer import batch_index
+from trainer import tpu_tiling
+
+# Column groups of the raw node features and of `cfg` (the 18 config
+# features plus the "configurable" flag that `expand_layout` appends).
+_SHAPE = slice(F.SHAPE_DIMS, F.SHAPE_DIMS + F.MAX_RANK)
+_LAYOUT = slice(F.LAYOUT_MINOR_TO_MAJOR, F.LAYOUT_MINOR_TO_MAJOR + F.MAX_RANK)
+_OUT = slice(F.LAYOUT_OUTPUT, F.LAYOUT_OUTPUT + F.MAX_RANK)
+_OPERANDS = (slice(F.LAYOUT_INPUT, F.LAYOUT_INPUT + F.MAX_RANK),
+             slice(F.LAYOUT_KERNEL, F.LAYOUT_KERNEL + F.MAX_RANK))
+CONFIGURABLE = F.LAYOUT_CONFIG_FEATURES  # The flag column of `cfg`.
+CFG_WIDTH = F.LAYOUT_CONFIG_FEATURES + 1
+
+
+# Columns of `_layout_phys`: 7 per layout; the 5th is its log padded/real
+# volume.
+_LAYOUT_PHYS_WIDTH = 7
+_LAYOUT_PHYS_PADDING = 4
+
+
+def _element_counts(dims):
+  """Element count of each shape in `dims` ([N, 6], 0-padded): [N]."""
+  return tf.reduce_prod(tf.where(dims > 0, dims, 1.0), axis=1)
+
+
+def _layout_phys(dims, current, chosen):
+  """Physical meaning of one layout choice for a tensor of shape `dims`.
+
+  Args:
+    dims: [N, 6] shape dims (0-padded).
+    current: [N, 6] the tensor's current minor_to_major (stands in for the
+      compiler default, chosen = all -1).
+    chosen: [N, 6] the configured minor_to_major, -1 padded.
+
+  Returns:
+    [N, 7]: log sizes of the most-minor and second-minor dims, log padding
+    waste of each to (128, 8), log padded/real volume, "default chosen",
+    "same as current".
+  """
+  rank = tf.reduce_sum(tf.cast(dims > 0, tf.int32), axis=1)
+  current = tf.cast(tf.round(current), tf.int32)
+  chosen = tf.cast(tf.round(chosen), tf.int32)
+  is_default = chosen[:, 0] < 0
+  perm = tf.clip_by_value(tf.where(is_default[:, None], current, chosen), 0,
+                          F.MAX_RANK - 1)
+  minor = tf.maximum(tf.gather(dims, perm[:, 0], batch_dims=1), 1.0)
+  second = tf.where(rank >= 2, tf.gather(dims, perm[:, 1], batch_dims=1), 1.0)
+  second = tf.maximum(second, 1.0)
+  pad_minor = tpu_tiling.minor_padding(minor)
+  pad_second = tpu_tiling.second_minor_padding(second)
+  same = tf.reduce_all(tf.logical_or(tf.equal(chosen, current),
+                                     tf.range(F.MAX_RANK)[None, :] >= rank[:, None]),
+                       axis=1)
+  return tf.stack([
+      tf.math.log(minor), tf.math.log(second), pad_minor, pad_second,
+      pad_minor + pad_second,
+      tf.cast(is_default, tf.float32),
+      tf.cast(tf.logical_or(same, is_default), tf.float32)], axis=1)
+
+
+def physical_layout_features(feat: tf.Tensor, cfg: tf.Tensor,
+                             producers) -> tf.Tensor:
+  """What a configurable op's chosen layouts mean physically.
+
+  TPU memory is tiled (8, 128) over the two most-minor dims, so whether a
+  layout is good depends on the sizes it puts there. For the output layout
+  (config features 0-5) this reads the op's own shape (node features 21-26)
+  and current layout (134-139); for the input (6-11) and kernel (12-17)
+  layouts, those of its first and second operand. See `_layout_phys` for
+  the 7 values per layout. Zero for other ops.
+
+  Args:
+    feat: [N, 140] raw node features.
+    cfg: [N, 19] config features plus the configurable flag.
+    producers: each op's first and second operand, as `operand_producers`
+      gives them.
+
+  Returns:
+    [N, PHYS_WIDTH] float32.
+  """
+  parts = [_layout_phys(feat[:, _SHAPE], feat[:, _LAYOUT], cfg[:, _OUT])]
+  for producer, group in zip(producers, _OPERANDS):
+    has = producer >= 0
+    pfeat = tf.gather(feat, tf.maximum(producer, 0))
+    phys = _layout_phys(pfeat[:, _SHAPE], pfeat[:, _LAYOUT], cfg[:, group])
+    parts.append(phys * tf.cast(has, tf.float32)[:, None])
+  return tf.concat(parts, axis=1) * cfg[:, CONFIGURABLE:CONFIGURABLE + 1]
+
+
+PHYS_WIDTH = 3 * _LAYOUT_PHYS_WIDTH
+# Log padded/real volume of the input and kernel layouts (first, second
+# operand), which `cost_scales` reads.
+PHYS_READ_PADDING = tuple(i * _LAYOUT_PHYS_WIDTH + _LAYOUT_PHYS_PADDING
+                          for i in (1, 2))
+
+# Longest elementwise chain a chosen layout is followed along: chains in
+# conv/dot nets (bias, activation, normalisation) are a few ops long.
+PROPAGATION_STEPS = 8
+_ELEMENTWISE_IDS = sorted(opcodes.opcode_id(n) for n in opcodes.ELEMENTWISE)
+
+
+def operand_producers(n, src, tgt):
+  """Producer of each op's first and second operand.
+
+  Edges are in operand order, so an op's first incoming edge is its first
+  operand. The layout features all read these; `expand_layout` finds them
+  once.
+
+  Args:
+    n: number of ops.
+    src, tgt: [M] feed edges (producer -> consumer), in operand order.
+
+  Returns:
+    A pair of [N] int32 op indices (-1: the op has no such operand).
+  """
+  m = tf.shape(src)[0]
+  edge_ids = tf.range(m)
+  first = tf.math.unsorted_segment_min(edge_ids, tgt, n)
+  rest = tf.where(tf.gather(first, tgt) == edge_ids, m, edge_ids)
+  second = tf.math.unsorted_segment_min(rest, tgt, n)
+  # Ops without such an edge get m (or the dtype's max): the -1 sentinel.
+  src = tf.concat([tf.cast(src, tf.int32), [-1]], 0)
+  return [tf.gather(src, tf.minimum(e, m)) for e in (first, second)]
+
+
+def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
+                               cfg: tf.Tensor, producers) -> tf.Tensor:
+  """Every op's layout under the config, and the copies it implies.
+
+  XLA's layout assignment runs an elementwise op in its first operand's
+  layout (when the shapes match), so a configurable op's output layout
+  spreads down the elementwise chain after it; where an op reads an operand
+  in another layout than the operand has, a copy (transpose) runs. This
+  follows the chosen layouts along such chains (at most
+  PROPAGATION_STEPS ops), so both ends of a copy meet at one op:
+
+  * each op's effective output layout: the chosen `out` of a configurable
+    op (its current layout if the config leaves it to the compiler), the
+    first operand's for a same-shape elementwise op, the current one else;
+  * per op, `_layout_phys` of that layout against its current one (what
+    the config changes for ops it does not touch directly);
+  * per operand (first, second): a conflict flag (the operand's effective
+    layout differs from the layout the op reads it in: the chosen `in` /
+    `kernel` layout; the operand's own if the choice is left to the
+    compiler; the op's own for a same-shape elementwise op; the operand's
+    current layout for any other op) and the flag times the operand's log
+    element count (what the copy moves);
+  * per operand (first, second): whether the op reads it with another
+    most-minor dim than the operand's current layout has (a matrix unit
+    streams its operands along the minor dim: dots and convolutions run
+    slower when it changes).
+
+  Args:
+    feat: [N, 140] raw node features.
+    opcode: [N] opcode ids.
+    cfg: [N, 19] config features plus the configurable flag.
+    producers: each op's first and second operand, as `operand_producers`
+      gives them.
+
+  Returns:
+    [N, PROPAGATED_WIDTH] float32: columns 0-4 the `_layout_phys` of the
+    effective layout (4: PROP_PADDING), 5 "not the current layout", then
+    per operand the conflict flag (PROP_COPY) and its log size, then per
+    operand the moved-minor-dim flag (PROP_MOVED_MINOR).
+  """
+  dims, current = feat[:, _SHAPE], feat[:, _LAYOUT]
+  elements = _element_counts(dims)
+  configurable = cfg[:, CONFIGURABLE] > 0
+  chosen = configurable & (cfg[:, _OUT.start] >= 0)
+  own = tf.where(chosen[:, None], cfg[:, _OUT], current)
+  elementwise = tf.reduce_any(tf.equal(
+      tf.cast(opcode, tf.int32)[:, None], _ELEMENTWISE_IDS), axis=1)
+  first = tf.maximum(producers[0], 0)
+  inherits = (elementwise & ~configurable & (producers[0] >= 0) &
+              tf.reduce_all(tf.equal(dims, tf.gather(dims, first)), axis=1))
+  layout = own
+  for _ in range(PROPAGATION_STEPS):
+    layout = tf.where(inherits[:, None], tf.gather(layout, first), own)
+
+  def differ(a, b, shape):  # Over the dims of `shape` only (rest padding).
+    rank = tf.reduce_sum(tf.cast(shape > 0, tf.int32), axis=1)
+    return tf.reduce_any((tf.range(F.MAX_RANK)[None, :] < rank[:, None]) &
+                         tf.not_equal(a, b), axis=1)
+
+  parts = [_layout_phys(dims, current, layout)[:, :5],
+           tf.cast(differ(layout, current, dims), tf.float32)[:, None]]
+  moved = []
+  for producer, group in zip(producers, _OPERANDS):
+    has = producer >= 0
+    p = tf.maximum(producer, 0)
+    operand_layout = tf.gather(layout, p)
+    reads_chosen = configurable & (cfg[:, group.start] >= 0)
+    reads_as_is = configurable & ~reads_chosen
+    # Same-shape elementwise ops read every operand in their own layout.
+    reads_own = elementwise & tf.reduce_all(tf.equal(
+        dims, tf.gather(dims, p)), axis=1)
+    wanted = tf.where(
+        reads_chosen[:, None], cfg[:, group],
+        tf.where(reads_as_is[:, None], operand_layout,
+                 tf.where(reads_own[:, None], layout, tf.gather(current, p))))
+    conflict = has & differ(wanted, operand_layout, tf.gather(dims, p))
+    size = tf.math.log(tf.gather(elements, p))
+    conflict = tf.cast(conflict, tf.float32)
+    parts += [conflict[:, None], (conflict * size)[:, None]]
+    moved.append(has & tf.not_equal(wanted[:, 0], tf.gather(current, p)[:, 0]))
+  parts += [tf.cast(m, tf.float32)[:, None] for m in moved]
+  return tf.concat(parts, axis=1)
+
+
+PROPAGATED_WIDTH = 12
+# Columns of `propagated_layout_features` that `cost_scales` reads.
+PROP_PADDING = _LAYOUT_PHYS_PADDING
+PROP_COPY = (6, 8)
+PROP_MOVED_MINOR = (10, 11)
+
+
+def cost_scales(feat: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
+                physical: tf.Tensor, propagated: tf.Tensor, producers,
+                sizes: tf.Tensor) -> tf.Tensor:
+  """Linear-scale sizes of what an op moves, relative to its graph.
+
+  A roofline cost grows with the bytes moved, so an op's cost is a size
+  times a factor the layout sets; a copy costs the size of the tensor it
+  moves. Sizes span orders of magnitude, and the op states hold only their
+  logs, from which an MLP cannot rebuild their sum. These are the sizes
+  themselves, for a readout linear in them (`model.LayoutReadout`):
+
+  * the op's padded element count under its effective layout;
+  * per operand (first, second): its element count where the op reads it in
+    another layout (a copy runs on that edge), else 0;
+  * for dots and convolutions, per operand (first, second): the op's work
+    where it reads that operand with another most-minor dim, else 0. The
+    work is sqrt(output x lhs x rhs elements): m*n*k for an [m, k] x [k, n]
+    dot, and about batch x pixels x input x output features x window for a
+    convolution (flops / 2 either way), with no need to know which dims
+    contract. It is divided by MATMUL_WORK_PER_ELEMENT, to be in the same
+    unit as the sizes;
+  * for dots and convolutions, that work padded as the op's output layout
+    pads its output (what the matrix unit computes);
+  * for configurable ops, per operand (first, second): its element count
+    padded as the layout the op reads it in pads it (what the read moves).
+
+  Each is divided by the mean element count of the ops in the same graph
+  component, so the scale is comparable across graphs.
+
+  Args:
+    feat: [N, 140] raw node features.
+    opcode: [N] opcode ids.
+    cfg: [N, 19] config features plus the configurable flag.
+    physical: [N, PHYS_WIDTH] of `physical_layout_features`.
+    propagated: [N, PROPAGATED_WIDTH] of `propagated_layout_features`.
+    producers: each op's first and second operand, as `operand_producers`
+      gives them.
+    sizes: [C] ops per component.
+
+  Returns:
+    [N, COST_SCALE_WIDTH] float32.
+  """
+  elements = _element_counts(feat[:, _SHAPE])
+  component = batch_index.segment_ids(sizes)
+  mean = tf.math.unsorted_segment_mean(elements, component, tf.size(sizes))
+  unit = tf.maximum(tf.gather(mean, component), 1.0)
+  # Each operand's element count; 0 where the op has no such operand (none,
+  # or pruned away).
+  operand = [tf.where(p >= 0, tf.gather(elements, tf.maximum(p, 0)), 0.0)
+             for p in producers]
+  padding = tf.exp(propagated[:, PROP_PADDING])
+  parts = [elements * padding] + [propagated[:, c] * size
+                                  for c, size in zip(PROP_COPY, operand)]
+  matmul = tf.reduce_any(tf.equal(tf.cast(opcode, tf.int32)[:, None],
+                                  _MATMUL_IDS), axis=1)
+  work = tf.sqrt(elements * operand[0]) * tf.sqrt(operand[1])
+  work = tf.where(matmul, work, 0.0) / MATMUL_WORK_PER_ELEMENT
+  parts += [work * propagated[:, c] for c in PROP_MOVED_MINOR]
+  parts.append(work * padding)
+  configurable = tf.cast(cfg[:, CONFIGURABLE] > 0, tf.float32)
+  for size, c in zip(operand, PHYS_READ_PADDING):
+    parts.append(configurable * size * tf.exp(physical[:, c]))
+  return tf.stack(parts, axis=1) / unit[:, None]
+
+
+COST_SCALE_WIDTH = 8
+# Multiply-adds a TPU matrix unit does in the time HBM moves one element: its
+# ridge point, about 100-250 flops per byte across generations (and 125 in
+# the simulator's `hardware`). It puts a matmul's work in element units, so
+# the readout's rates start on one scale.
+MATMUL_WORK_PER_ELEMENT = 128.0
+_MATMUL_IDS = sorted(opcodes.opcode_id(n) for n in ("dot", "convolution"))
