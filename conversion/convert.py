@@ -18,8 +18,8 @@ import json
 import apache_beam as beam
 
 from conversion import examples
-from conversion.options import ConvertOptions
 from conversion import graph_files
+from conversion.options import ConvertOptions
 from schemas.errors import InputError
 
 DEAD_LETTERS = "dead_letters"

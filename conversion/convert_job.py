@@ -23,9 +23,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from conversion import convert
 from conversion import graph_files
+from conversion.options import ConvertOptions
 from schemas import npz_format
 from schemas.errors import fail
-from conversion.options import ConvertOptions
 
 SPLITS = ("train", "valid", "test")
 

@@ -15,10 +15,10 @@ from typing import Iterator, Optional
 
 import numpy as np
 
+from conversion import options
 from conversion import prune
 from schemas import graph_tensor
 from schemas import npz_format
-from conversion import options
 
 TRAIN = "train"
 

@@ -28,8 +28,8 @@ from tfx.utils import proto_utils
 
 from conversion import convert
 from conversion import graph_files
-from schemas import npz_format
 from conversion.options import ConvertOptions
+from schemas import npz_format
 
 SPLITS = ("train", "valid", "test")
 

@@ -17,9 +17,9 @@ import os
 
 import tensorflow as tf
 
+from conversion import options
 from trainer import graph_ops
 from trainer import input_fn
-from conversion import options
 
 METADATA_FILE = "tpurank_model.json"
 

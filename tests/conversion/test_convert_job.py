@@ -10,10 +10,10 @@ import pytest
 import tensorflow as tf
 
 from conversion import convert_job
+from conversion.options import ConvertOptions
 from schemas import graph_tensor
 from schemas import npz_format
 from simulator import synth
-from conversion.options import ConvertOptions
 
 IN_MEMORY = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 COLLECTION = "layout:xla:random"

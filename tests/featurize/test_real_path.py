@@ -6,13 +6,13 @@ import os
 import pytest
 
 from conversion import convert_job
+from conversion.options import ConvertOptions
 from schemas import npz_format
 from serving import score_job
 from tests.featurize.test_tuning import LAYOUT_PB
 from tests.featurize.test_tuning import TILE_PB
 from tests.serving.conftest import build_model
 from trainer import export
-from conversion.options import ConvertOptions
 
 IN_MEMORY = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 

@@ -10,6 +10,7 @@ import tensorflow as tf
 from tfx.types import artifact_utils
 from tfx.types import standard_artifacts
 
+from conversion.options import ConvertOptions
 from pipeline import configs
 from pipeline import example_gen
 from pipeline import pipeline as pipeline_lib
@@ -17,7 +18,6 @@ from pipeline import ranking_evaluator
 from pipeline import runners
 from schemas import npz_format
 from simulator import synth
-from conversion.options import ConvertOptions
 
 COLLECTION = "layout:xla:random"
 

@@ -7,11 +7,11 @@ import pytest
 
 from conversion import examples
 from schemas import npz_format
+from tests.trainer.helpers import unit_stats
 from trainer import export
+from trainer import hparams
 from trainer import input_fn
 from trainer import model as model_lib
-from tests.trainer.helpers import unit_stats
-from trainer import hparams
 
 
 def build_model(npz, seed=0, kind="layout"):

@@ -4,15 +4,15 @@ import numpy as np
 import pytest
 
 from conversion import examples
+from conversion import options
 from schemas import npz_format
 from serving.saved_model_scorer import SavedModelScorer
+from tests.trainer.helpers import unit_stats
 from tpurank import cli
 from trainer import export
+from trainer import hparams
 from trainer import input_fn
 from trainer import model as model_lib
-from tests.trainer.helpers import unit_stats
-from conversion import options
-from trainer import hparams
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
+from tests.conftest import load_dict
 from tpurank import cli
 from tpurank.commands import COMMANDS
-from tests.conftest import load_dict
 
 
 def test_synth_then_validate(tmp_path, capsys):

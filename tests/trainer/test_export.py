@@ -9,11 +9,11 @@ import textwrap
 import numpy as np
 
 from serving import model_repository
+from tests.trainer.helpers import make_records, unit_stats
 from trainer import export
+from trainer import hparams
 from trainer import input_fn
 from trainer import model as model_lib
-from tests.trainer.helpers import make_records, unit_stats
-from trainer import hparams
 
 _LOAD = textwrap.dedent("""
     import json, sys

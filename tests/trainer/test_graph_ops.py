@@ -3,12 +3,12 @@
 import numpy as np
 import tensorflow as tf
 
+from tests.trainer.helpers import make_records
 from trainer import graph_ops
 from trainer import input_fn
 from trainer import layout_features
 from trainer import ranking
 from trainer import tile_features
-from tests.trainer.helpers import make_records
 
 
 def _batch(path, n):

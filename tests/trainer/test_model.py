@@ -6,10 +6,10 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 import tensorflow_ranking as tfr
 
-from trainer import input_fn
-from trainer import model as model_lib
 from tests.trainer.helpers import make_records, unit_stats
 from trainer import hparams
+from trainer import input_fn
+from trainer import model as model_lib
 
 
 def _inputs(tmp_path, kind, n=3):

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
+from conversion import options
 from simulator import synth
 from tests.trainer.helpers import make_records
 from trainer import export
-from conversion import options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
