@@ -24,6 +24,7 @@ def run(pipeline, runner: str = "local") -> None:
   if runner == "local":
     tfx.orchestration.LocalDagRunner().run(pipeline)
   elif runner == "beam":
+    # Only `--runner beam` pays for loading Beam's DAG runner.
     # pylint: disable=g-import-not-at-top
     from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
     BeamDagRunner().run(pipeline)
@@ -49,6 +50,7 @@ def submit_vertex(pipeline_json: str, project: str, region: str,
     InputError: when no Google Cloud credentials are available (with what to
       do about it).
   """
+  # Only `--submit` loads the Google Cloud clients (slow, optional).
   # pylint: disable=g-import-not-at-top
   import google.auth
   from google.auth import exceptions as auth_exceptions

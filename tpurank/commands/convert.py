@@ -34,7 +34,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-  # Beam and TensorFlow load only when the command runs (fast --help).
+  # Loaded when the command runs, not at start-up: keeps the CLI fast.
   from conversion import convert_job  # pylint: disable=g-import-not-at-top
   kind = npz_format.collection_kind(args.collection)
   convert_options = options.ConvertOptions(

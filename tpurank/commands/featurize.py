@@ -18,6 +18,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+  # Loaded when the command runs, not at start-up: keeps the CLI fast.
   # pylint: disable=g-import-not-at-top
   from featurize import tuning
   from schemas import npz_format

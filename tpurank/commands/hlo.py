@@ -24,6 +24,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+  # Loaded when the command runs, not at start-up: keeps the CLI fast.
   from featurize import tf_function  # pylint: disable=g-import-not-at-top
   from schemas import npz_format  # pylint: disable=g-import-not-at-top
   fn = tf_function.load_function(args.module)

@@ -74,6 +74,7 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+  # Loaded when the command runs, not at start-up: keeps the CLI fast.
   # pylint: disable=g-import-not-at-top
   from pipeline import configs
   from pipeline import pipeline as pipeline_lib
@@ -130,6 +131,7 @@ def _run(args) -> int:
 
 
 def _compile(args) -> int:
+  # Loaded when the command runs, not at start-up: keeps the CLI fast.
   # pylint: disable=g-import-not-at-top
   from pipeline import configs
   from pipeline import pipeline as pipeline_lib

@@ -38,6 +38,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+  # Loaded when the command runs, not at start-up: keeps the CLI fast.
   # pylint: disable=g-import-not-at-top
   from serving import saved_model_scorer
   if (args.model is None) == (args.server is None):
@@ -48,7 +49,7 @@ def run(args) -> int:
       "tile:xla" if graph.kind == "tile" else "layout")
   gid = npz_format.graph_id(collection, args.graph)
   if args.server:
-    from serving import client
+    from serving import client  # pylint: disable=g-import-not-at-top
     model_dir = f"{args.server} ({args.model_name})"
     scorer = client.connect(args.server, args.model_name, args.model_version)
     scores = saved_model_scorer.score_graph(scorer.score_examples, graph,

@@ -37,6 +37,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+  # Loaded when the command runs, not at start-up: keeps the CLI fast.
   # pylint: disable=g-import-not-at-top
   from serving import batch_score
   from serving import score_job

@@ -57,6 +57,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+  # Loaded when the command runs, not at start-up: keeps the CLI fast.
   # pylint: disable=g-import-not-at-top
   from serving import model_repository
   from serving import model_server

@@ -30,6 +30,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+  # Loaded when the command runs, not at start-up: keeps the CLI fast.
   from simulator import synth  # pylint: disable=g-import-not-at-top
   if args.graphs is not None and args.graphs < 3:
     print("tpurank: error: --graphs: expected at least 3 (one per split), "

@@ -67,7 +67,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-  # TensorFlow loads only when the command runs (fast --help).
+  # Loaded when the command runs, not at start-up: keeps the CLI fast.
   # pylint: disable=g-import-not-at-top
   from conversion import records
   from trainer import train as train_lib
