@@ -18,6 +18,7 @@ import os
 from typing import Optional, Sequence
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -38,6 +39,43 @@ def default_beam_args(beam_args: Sequence[str]) -> list[str]:
              "--direct_running_mode=multi_processing",
              f"--direct_num_workers={os.cpu_count() or 1}"]
   return args
+
+
+def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
+  """Beam options: the user's flags over the default runner.
+
+  Raises:
+    InputError: a flag that neither the command nor Beam knows (Beam alone
+      would only log "Discarding unparseable args" and go on without it).
+  """
+  options = PipelineOptions(default_beam_args(beam_args))
+  unknown = set(options.get_all_options(retain_unknown_options=True)) - set(
+      options.get_all_options())
+  if unknown:
+    flags = [a.split("=")[0] for a in beam_args if a.startswith("--") and
+             a[2:].split("=")[0].replace("-", "_") in unknown]
+    raise fail("<command line>", (flags or sorted(unknown))[0],
+               "a flag of this command or a Beam pipeline option",
+               "an unknown flag")
+  return options
+
+
+def prepare_output(out_dir: str, overwrite: bool):
+  """Outputs never mix runs: a non-empty `out_dir` is refused, or cleared
+  first with `overwrite`.
+
+  Raises:
+    InputError: `out_dir` holds files and `overwrite` is off.
+  """
+  pattern = FileSystems.join(out_dir, "**")
+  found = [m.path for m in FileSystems.match([pattern])[0].metadata_list]
+  if not found:
+    return
+  if not overwrite:
+    raise fail(out_dir, "--out", "a new or empty directory (or --overwrite "
+               "to replace what is there)", f"{len(found)} files of an "
+               "earlier run")
+  FileSystems.delete([out_dir])
 
 
 def split_files(data_dir: str, collection: str) -> dict:
@@ -108,8 +146,7 @@ def run(data_dir: str, collection: str, out_dir: str,
   files = split_files(data_dir, collection)
   if splits:
     files = {s: f for s, f in files.items() if s in splits}
-  pipeline = beam.Pipeline(options=PipelineOptions(
-      default_beam_args(beam_args)))
+  pipeline = beam.Pipeline(options=pipeline_options(beam_args))
   for split, paths in files.items():
     out = (pipeline
            | f"Files[{split}]" >> beam.Create(paths)

@@ -11,6 +11,7 @@ saved_model.pb is written: `trainer.export.save` writes aside and renames).
 
 import os
 import shutil
+import tempfile
 from typing import Optional
 
 from google.protobuf import text_format
@@ -114,10 +115,20 @@ def publish(model_dir: str, base: str, name: str) -> str:
                "saved_model.pb")
   target_base = os.path.join(base, name)
   os.makedirs(target_base, exist_ok=True)
-  version = next_version(target_base)
-  tmp = os.path.join(target_base, f".tmp-{version}")
-  shutil.rmtree(tmp, ignore_errors=True)
-  shutil.copytree(model_dir, tmp)
-  final = os.path.join(target_base, str(version))
-  os.rename(tmp, final)
-  return final
+  # A private copy first, then a version claimed by mkdir (atomic: two
+  # publishers never get the same number) and replaced by the copy in one
+  # rename; an empty claimed directory is no version to a server.
+  tmp = tempfile.mkdtemp(prefix=".tmp-", dir=target_base)
+  os.chmod(tmp, 0o755)  # mkdtemp's 0700 would hide it from a server user.
+  try:
+    shutil.copytree(model_dir, tmp, dirs_exist_ok=True)
+    while True:
+      final = os.path.join(target_base, str(next_version(target_base)))
+      try:
+        os.mkdir(final)
+      except FileExistsError:
+        continue
+      os.rename(tmp, final)
+      return final
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)

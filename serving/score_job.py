@@ -11,7 +11,6 @@ from typing import Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from conversion import convert_job
 from conversion import graph_files
@@ -68,8 +67,7 @@ def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
                f"npz (or raw pb) files of {wanted} in the {split} split",
                "none")
   models = pick_models(model_dirs, list(found))
-  pipeline = beam.Pipeline(options=PipelineOptions(
-      convert_job.default_beam_args(beam_args)))
+  pipeline = beam.Pipeline(options=convert_job.pipeline_options(beam_args))
   rows, metrics, dead = [], [], []
   for c, files in found.items():
     paths = pipeline | f"Files[{c}]" >> beam.Create(files)

@@ -101,7 +101,8 @@ def test_cli_default_runner_exits_2_on_dead_letters(collection_dir, tmp_path):
   assert proc.returncode == 2, proc.stderr
   assert "short_runtimes.npz: config_runtime" in proc.stderr
   assert "Traceback" not in proc.stderr
-  proc = subprocess.run(cmd + ["--allow-dead-letters"], capture_output=True,
+  proc = subprocess.run(cmd + ["--allow-dead-letters", "--overwrite"],
+                        capture_output=True,
                         text=True, check=False)
   assert proc.returncode == 0, proc.stderr
   assert json.loads(proc.stdout.strip().splitlines()[-1])["splits"]["train"][

@@ -28,6 +28,9 @@ def add_parser(sub):
   p.add_argument("--splits", nargs="+", choices=("train", "valid", "test"),
                  help="only these splits (default: all present)")
   common.add_conversion_flags(p, eval_k=True)
+  p.add_argument("--overwrite", action="store_true",
+                 help="clear a non-empty --out first (without it, a non-empty "
+                 "--out is refused: outputs never mix runs)")
   p.add_argument("--allow-dead-letters", action="store_true",
                  help="exit 0 even if some files went to dead letters "
                  "(default: exit 2 after writing everything else)")
@@ -42,6 +45,8 @@ def run(args) -> int:
       max_examples=options.max_examples(kind, args.max_examples))
   print(f"converting {args.collection} from {args.data} to {args.out} "
         "(Beam; progress in the runner's log)", flush=True)
+  convert_job.pipeline_options(args.beam_args)  # Unknown flags fail first.
+  convert_job.prepare_output(args.out, args.overwrite)
   summary = convert_job.run(args.data, args.collection, args.out,
                             convert_options,
                             args.beam_args, args.splits)

@@ -82,6 +82,7 @@ def _run(args) -> int:
   from pipeline import runners
   from conversion import convert_job
   convert_job.split_files(args.data, args.collection)  # Clear error early.
+  convert_job.pipeline_options(args.beam_args)  # Unknown flags too.
   paths = pipeline_lib.local_paths(os.path.abspath(args.work_dir))
   serving_dir = os.path.abspath(args.serving_dir or paths["serving_dir"])
   hparams = {"max_minutes": args.max_minutes, "verbose": 2}

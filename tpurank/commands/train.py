@@ -82,9 +82,11 @@ def run(args) -> int:
   files = {}
   for split in ("train", "valid"):
     path = os.path.join(rec_dir, f"{split}.tfrecord.gz")
-    if not os.path.exists(path):
-      counts = records.write_split(args.data, args.collection, split, path,
-                                   args.k, args.hops, args.seed, max_examples)
+    counts = records.ensure_split(args.data, args.collection, split, path,
+                                  args.k, args.hops, args.seed, max_examples)
+    if counts is None:
+      print(f"{split}: reusing {path} (same data and options)")
+    else:
       print(f"{split}: {counts['graphs']} graphs, {counts['examples']} "
             f"examples -> {path}")
       for line in counts["skipped"]:
