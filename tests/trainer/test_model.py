@@ -155,3 +155,12 @@ def test_features_far_outside_the_train_range_are_clipped(tmp_path):
   # Past the clip, how far out a feature is no longer moves the scores.
   np.testing.assert_allclose(far, farther, rtol=1e-6)
   assert not np.allclose(far, scores_with(0.0))
+
+
+def test_every_loss_and_gnn_name_has_an_implementation():
+  from trainer import train as train_lib  # pylint: disable=g-import-not-at-top
+  assert tuple(train_lib.LOSSES) == hparams.LOSSES
+  for gnn in hparams.GNNS:
+    if gnn != "none":
+      model_lib._gnn_layer(  # pylint: disable=protected-access
+          hparams.ModelConfig(kind="layout", gnn=gnn), 0)
