@@ -14,6 +14,7 @@ import tensorflow as tf
 from conversion import examples
 from conversion import options
 from schemas import npz_format
+from schemas.errors import fail
 from serving import call_budget
 from serving import options as serving_options
 from trainer import evaluate
@@ -72,6 +73,8 @@ class SavedModelScorer:
     self._fn = tf.saved_model.load(model_dir).signatures["serving_default"]
     self.k, self.batch, self._budget = k, batch, max_op_copies
     self.hops = export.pruning_hops(model_dir)
+    # "tile" or "layout" (None for a model without tpurank metadata).
+    self.kind = export.metadata_or_empty(model_dir).get("kind")
 
   def _call(self, serialized: list[bytes]):
     out = self._fn(examples=tf.constant(serialized))
@@ -87,6 +90,10 @@ class SavedModelScorer:
 
     `hops` defaults to the model's own (see `export.pruning_hops`).
     """
+    if self.kind and graph.kind != self.kind:
+      # A model of the other kind would answer with meaningless scores.
+      raise fail(graph.path, "kind", f"a {self.kind} graph (the model's "
+                 "kind)", f"a {graph.kind} graph")
     return score_graph(self.score_examples, graph, gid, self.k, self.batch,
                        self.hops if hops is None else hops)
 

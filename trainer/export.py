@@ -86,11 +86,16 @@ def save(score_model: tf.keras.Model, kind: str, path: str,
 def pruning_hops(model_dir: str) -> int:
   """The layout pruning hops the model was trained with (its metadata), so
   scoring prunes graphs as training did; the default if it records none."""
-  try:
-    hops = read_metadata(model_dir).get("hops")
-  except (tf.errors.NotFoundError, OSError, ValueError):
-    hops = None
+  hops = metadata_or_empty(model_dir).get("hops")
   return options.DEFAULT_HOPS if hops is None else int(hops)
+
+
+def metadata_or_empty(model_dir: str) -> dict:
+  """`read_metadata`, or {} for a SavedModel that has none."""
+  try:
+    return read_metadata(model_dir)
+  except (tf.errors.NotFoundError, OSError, ValueError):
+    return {}
 
 
 def read_metadata(model_dir: str) -> dict:

@@ -6,6 +6,7 @@ import pytest
 from conversion import examples
 from conversion import options
 from schemas import npz_format
+from schemas.errors import InputError
 from serving.saved_model_scorer import SavedModelScorer
 from tests.trainer.helpers import unit_stats
 from tpurank import cli
@@ -73,3 +74,12 @@ def test_rank_bad_model_dir(tmp_path, layout_npz, capsys):
   assert cli.main(["rank", "--graph", layout_npz, "--model",
                    str(tmp_path)]) == 2
   assert "model: expected a SavedModel" in capsys.readouterr().err
+
+
+def test_a_graph_of_the_other_kind_is_refused(exported, tile_npz, capsys):
+  _, path, _ = exported
+  tile = npz_format.load_graph(tile_npz)
+  with pytest.raises(InputError, match="kind: expected a layout graph"):
+    SavedModelScorer(path).score_graph(tile, "tile:xla:g")
+  assert cli.main(["rank", "--graph", tile_npz, "--model", path]) == 2
+  assert "found a tile graph" in capsys.readouterr().err
