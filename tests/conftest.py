@@ -49,6 +49,15 @@ def make_npz(tmp_path):
   return make
 
 
+def tiny_collection(tmp_path_factory, collection: str, graphs: int,
+                    seed: int) -> str:
+  """A tiny simulated collection in a fresh directory; returns its root."""
+  root = str(tmp_path_factory.mktemp("data"))
+  synth.synth_collection(collection, root, graphs=graphs, seed=seed,
+                         scale="tiny", progress=False)
+  return root
+
+
 def load_dict(path):
   with np.load(path) as d:
     return {k: d[k] for k in d.files}

@@ -13,7 +13,7 @@ from conversion import convert_job
 from conversion.options import ConvertOptions
 from schemas import graph_tensor
 from schemas import npz_format
-from simulator import synth
+from tests.conftest import tiny_collection
 
 IN_MEMORY = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 COLLECTION = "layout:xla:random"
@@ -22,9 +22,7 @@ COLLECTION = "layout:xla:random"
 @pytest.fixture(scope="module")
 def collection_dir(tmp_path_factory):
   """A tiny simulated collection plus one corrupt and one invalid file."""
-  root = str(tmp_path_factory.mktemp("data"))
-  synth.synth_collection(COLLECTION, root, graphs=6, seed=3, scale="tiny",
-                         progress=False)
+  root = tiny_collection(tmp_path_factory, COLLECTION, graphs=6, seed=3)
   train = npz_format.collection_dir(root, COLLECTION, "train")
   good = sorted(f for f in os.listdir(train) if f.endswith(".npz"))[0]
   with open(os.path.join(train, "corrupt.npz"), "wb") as f:

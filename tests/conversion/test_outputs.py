@@ -12,7 +12,7 @@ import tensorflow as tf
 from conversion import graph_files
 from conversion import records
 from schemas.errors import InputError
-from simulator import synth
+from tests.conftest import tiny_collection
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -22,10 +22,7 @@ IN_MEMORY = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-  root = str(tmp_path_factory.mktemp("data"))
-  synth.synth_collection(COLLECTION, root, graphs=5, seed=2, scale="tiny",
-                         progress=False)
-  return root
+  return tiny_collection(tmp_path_factory, COLLECTION, graphs=5, seed=2)
 
 
 def _convert(data, out, *extra):

@@ -17,17 +17,14 @@ from pipeline import pipeline as pipeline_lib
 from pipeline import ranking_evaluator
 from pipeline import runners
 from schemas import npz_format
-from simulator import synth
+from tests.conftest import tiny_collection
 
 COLLECTION = "layout:xla:random"
 
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-  root = str(tmp_path_factory.mktemp("data"))
-  synth.synth_collection(COLLECTION, root, graphs=8, seed=5, scale="tiny",
-                         progress=False)
-  return root
+  return tiny_collection(tmp_path_factory, COLLECTION, graphs=8, seed=5)
 
 
 def test_example_gen_keeps_dataset_splits_and_reports_dead_letters(
