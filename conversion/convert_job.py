@@ -132,7 +132,8 @@ def read_dead_letters(out_dir: str) -> list[dict]:
 def run(data_dir: str, collection: str, out_dir: str,
         options: ConvertOptions,
         beam_args: Sequence[str] = (),
-        splits: Optional[Sequence[str]] = None) -> dict:
+        splits: Optional[Sequence[str]] = None,
+        overwrite: bool = False) -> dict:
   """Runs the conversion; returns (and writes) the summary.
 
   Args:
@@ -142,11 +143,15 @@ def run(data_dir: str, collection: str, out_dir: str,
     options: ConvertOptions.
     beam_args: Beam pipeline options (default: multi-processing DirectRunner).
     splits: Only these splits (default: all present).
+    overwrite: Clear a non-empty `out_dir` first (else it is refused).
   """
   files = split_files(data_dir, collection)
   if splits:
     files = {s: f for s, f in files.items() if s in splits}
-  pipeline = beam.Pipeline(options=pipeline_options(beam_args))
+  # Bad flags fail before anything of an earlier run is cleared.
+  beam_options = pipeline_options(beam_args)
+  prepare_output(out_dir, overwrite)
+  pipeline = beam.Pipeline(options=beam_options)
   for split, paths in files.items():
     out = (pipeline
            | f"Files[{split}]" >> beam.Create(paths)

@@ -59,11 +59,11 @@ def write_split(data_dir: str, collection: str, split: str, out_file: str,
 def provenance(data_dir: str, collection: str, split: str, k: int,
                hops: int, seed: int, max_examples: Optional[int]) -> dict:
   """What records of one split are made from: files and options."""
-  files = graph_files.split_files(data_dir, collection, split)
+  stats = [(os.path.abspath(f), os.stat(f))
+           for f in graph_files.split_files(data_dir, collection, split)]
   return {"collection": collection, "split": split, "k": k, "hops": hops,
           "seed": seed, "max_examples": max_examples,
-          "files": [[os.path.abspath(f), os.stat(f).st_size,
-                     os.stat(f).st_mtime_ns] for f in files]}
+          "files": [[f, st.st_size, st.st_mtime_ns] for f, st in stats]}
 
 
 def ensure_split(data_dir: str, collection: str, split: str, out_file: str,

@@ -72,9 +72,10 @@ class SavedModelScorer:
                max_op_copies: int = serving_options.MAX_OP_COPIES):
     self._fn = tf.saved_model.load(model_dir).signatures["serving_default"]
     self.k, self.batch, self._budget = k, batch, max_op_copies
-    self.hops = export.pruning_hops(model_dir)
+    metadata = export.metadata_or_empty(model_dir)
+    self.hops = export.pruning_hops(model_dir, metadata)
     # "tile" or "layout" (None for a model without tpurank metadata).
-    self.kind = export.metadata_or_empty(model_dir).get("kind")
+    self.kind = metadata.get("kind")
 
   def _call(self, serialized: list[bytes]):
     out = self._fn(examples=tf.constant(serialized))

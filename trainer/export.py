@@ -14,6 +14,7 @@ TF-GNN nor this package.
 
 import json
 import os
+from typing import Optional
 
 import tensorflow as tf
 
@@ -83,10 +84,13 @@ def save(score_model: tf.keras.Model, kind: str, path: str,
   return path
 
 
-def pruning_hops(model_dir: str) -> int:
-  """The layout pruning hops the model was trained with (its metadata), so
-  scoring prunes graphs as training did; the default if it records none."""
-  hops = metadata_or_empty(model_dir).get("hops")
+def pruning_hops(model_dir: str, metadata: Optional[dict] = None) -> int:
+  """The layout pruning hops the model was trained with (its metadata, read
+  unless given), so scoring prunes graphs as training did; the default if it
+  records none."""
+  if metadata is None:
+    metadata = metadata_or_empty(model_dir)
+  hops = metadata.get("hops")
   return options.DEFAULT_HOPS if hops is None else int(hops)
 
 

@@ -45,11 +45,9 @@ def run(args) -> int:
       max_examples=options.max_examples(kind, args.max_examples))
   print(f"converting {args.collection} from {args.data} to {args.out} "
         "(Beam; progress in the runner's log)", flush=True)
-  convert_job.pipeline_options(args.beam_args)  # Unknown flags fail first.
-  convert_job.prepare_output(args.out, args.overwrite)
   summary = convert_job.run(args.data, args.collection, args.out,
-                            convert_options,
-                            args.beam_args, args.splits)
+                            convert_options, args.beam_args, args.splits,
+                            overwrite=args.overwrite)
   for split, c in summary["splits"].items():
     print(f"{split}: {c['graphs_in']} graphs in, {c['graphs_converted']} "
           f"converted, {c['dead_letters']} dead letters, {c['examples']} "
