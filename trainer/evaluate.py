@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import graph_ops
+from trainer import hparams
 from trainer import input_fn
 from trainer import metrics
 
@@ -20,16 +21,17 @@ class RecordScorer:
     score_model: The model.
     kind: "tile" or "layout".
     batch_size: Examples per step.
+    join: The layout model's join (`hparams.JOINS`).
   """
 
   def __init__(self, score_model: tf.keras.Model, kind: str,
-               batch_size: int = 8):
+               batch_size: int = 8, join: str = hparams.JOINS[0]):
     self._kind, self._batch_size = kind, batch_size
 
     @tf.function(reduce_retracing=True, autograph=False)
     def step(serialized):
       graph = input_fn.parse_batch(kind, serialized)
-      out = score_model(graph_ops.expand(kind, graph),
+      out = score_model(graph_ops.expand(kind, graph, join),
                         training=False)
       config = graph.node_sets["config"]
       gid = tf.repeat(graph.context["graph_id"], config.sizes)
@@ -96,6 +98,8 @@ def metrics_of(kind: str, predictions: dict) -> tuple[dict, dict]:
 
 
 def evaluate(score_model: tf.keras.Model, kind: str, files: Sequence[str],
-             batch_size: int = 8) -> tuple[dict, dict]:
+             batch_size: int = 8, join: str = hparams.JOINS[0]
+             ) -> tuple[dict, dict]:
   """Scores `files` with the model; returns `metrics_of` the predictions."""
-  return metrics_of(kind, RecordScorer(score_model, kind, batch_size)(files))
+  return metrics_of(kind, RecordScorer(score_model, kind, batch_size,
+                                       join)(files))

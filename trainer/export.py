@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from conversion import options
 from trainer import graph_ops
+from trainer import hparams
 from trainer import input_fn
 
 METADATA_FILE = "tpurank_model.json"
@@ -34,9 +35,11 @@ class ServingModule(tf.Module):
   Init args:
     score_model: From `trainer.model.build_score_model`.
     kind: "tile" or "layout".
+    join: The layout model's join (`hparams.JOINS`).
   """
 
-  def __init__(self, score_model: tf.keras.Model, kind: str):
+  def __init__(self, score_model: tf.keras.Model, kind: str,
+               join: str = hparams.JOINS[0]):
     super().__init__()
     self.model_variables = list(score_model.variables)
 
@@ -44,7 +47,7 @@ class ServingModule(tf.Module):
                                                 name="examples")])
     def serve(examples):
       graph = input_fn.parse_batch(kind, examples)
-      out = score_model(graph_ops.expand(kind, graph),
+      out = score_model(graph_ops.expand(kind, graph, join),
                         training=False)
       config = graph.node_sets["config"]
       k_max = tf.reduce_max(tf.concat([tf.cast(config.sizes, tf.int32),
@@ -59,7 +62,7 @@ class ServingModule(tf.Module):
 
 
 def save(score_model: tf.keras.Model, kind: str, path: str,
-         metadata: dict) -> str:
+         metadata: dict, join: str = hparams.JOINS[0]) -> str:
   """Writes the SavedModel (and its metadata) exactly at `path`.
 
   The directory appears only once complete (written aside, then renamed), so
@@ -69,7 +72,7 @@ def save(score_model: tf.keras.Model, kind: str, path: str,
                      f".tmp-{os.path.basename(path.rstrip('/'))}")
   if tf.io.gfile.exists(tmp):
     tf.io.gfile.rmtree(tmp)
-  module = ServingModule(score_model, kind)
+  module = ServingModule(score_model, kind, join)
   tf.saved_model.save(module, tmp,
                       signatures={"serving_default": module.serve})
   # assets.extra/ is where TF Serving expects files it does not read.
@@ -79,7 +82,7 @@ def save(score_model: tf.keras.Model, kind: str, path: str,
   if name.isdigit():  # A numbered version of a model repository.
     metadata = dict(metadata, version=int(name))
   with tf.io.gfile.GFile(os.path.join(extra, METADATA_FILE), "w") as f:
-    f.write(json.dumps(dict(metadata, kind=kind), indent=2))
+    f.write(json.dumps(dict(metadata, kind=kind, join=join), indent=2))
   tf.io.gfile.rename(tmp, path, overwrite=False)
   return path
 

@@ -7,7 +7,8 @@ example, as `merge_batch_to_components` gives) and returns the model's input:
   passing runs along and against the data flow;
 * tile examples keep one component per example: configs join at the graph
   context, so the graph is encoded once for all its configs;
-* layout examples become one component per config: a copy of the (pruned)
+* layout examples for a late-join model: see `config_rows`;
+* layout examples for an early-join model become one component per config: a copy of the (pruned)
   graph whose configurable ops carry that config's 18 features in `cfg`
   (early join), since a layout config changes how every op around it runs,
   and in `phys` what that layout means physically (see
@@ -24,6 +25,8 @@ import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
 from trainer import batch_index
+from trainer import config_rows
+from trainer import hparams
 from trainer import layout_features
 from trainer import tile_features
 
@@ -114,9 +117,11 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   new_feat = tf.gather(op["feat"], old_op)
   new_opcode = tf.gather(op["opcode"], old_op)
   producers = layout_features.operand_producers(total_new, src, tgt)
-  physical = layout_features.physical_layout_features(new_feat, cfg, producers)
-  propagated = layout_features.propagated_layout_features(new_feat, new_opcode, cfg,
-                                          producers)
+  dims, current = layout_features.op_shapes(new_feat)
+  physical = layout_features.physical_layout_features(dims, current, cfg,
+                                                      producers)
+  propagated = layout_features.propagated_layout_features(
+      dims, current, new_opcode, cfg, producers)
   feed_new = tfgnn.EdgeSet.from_fields(
       sizes=m_new,
       adjacency=tfgnn.Adjacency.from_indices(source=("op", src),
@@ -144,8 +149,9 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
               sizes=n_new,
               features={"phys": tf.concat([physical, propagated], 1),
                         "cost_scale": layout_features.cost_scales(
-                            new_feat, new_opcode, cfg, physical, propagated,
-                            producers, n_new)}),
+                            dims, new_opcode, cfg, physical, propagated,
+                            producers,
+                            layout_features.size_units(dims, n_new))}),
           "source_op": tfgnn.NodeSet.from_fields(
               sizes=tf.where(tf.equal(slot, 1), n_new, 0),
               features={"opcode": tf.gather(op["opcode"], source_rows),
@@ -156,6 +162,12 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
       edge_sets=edge_sets)
 
 
-def expand(kind: str, graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
-  """The model input of a merged batch of "tile" or "layout" examples."""
-  return expand_tile(graph) if kind == "tile" else expand_layout(graph)
+def expand(kind: str, graph: tfgnn.GraphTensor,
+           join: str = hparams.JOINS[0]) -> tfgnn.GraphTensor:
+  """The model input of a merged batch of "tile" or "layout" examples, for
+  a layout model of the given `join` (see `hparams.JOINS`)."""
+  if kind == "tile":
+    return expand_tile(graph)
+  if join == "late":
+    return config_rows.expand_layout_late(graph)
+  return expand_layout(graph)

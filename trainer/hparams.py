@@ -12,6 +12,11 @@ from schemas import npz_format
 
 # Message passing ("none": no graph, with `config_only`, the baseline).
 GNNS = ("sage", "gatv2", "mtalbis", "none")
+# How a layout model joins a config to its graph (first: the default).
+# "late": the graph's message passing runs once per graph and each config
+# only on the ops it can change (`trainer/config_rows.py`); "early": a
+# copy of the graph per config, message passing over every copy.
+JOINS = ("late", "early")
 # TF-Ranking losses by name (first: the default); `train.LOSSES` maps them.
 LOSSES = ("listmle", "pairwise_hinge", "approx_ndcg", "softmax")
 # Graphs per step by kind.
@@ -29,6 +34,11 @@ class ModelConfig:
   heads: int = 4
   dropout: float = 0.0
   config_only: bool = False
+  join: str = JOINS[0]  # Layout only (see JOINS).
+
+  def __post_init__(self):
+    if self.join not in JOINS:
+      raise ValueError(f"unknown join {self.join!r}; expected one of {JOINS}")
 
 
 LR_DECAYS = ("cosine", "constant")

@@ -15,6 +15,7 @@ import tensorflow_gnn as tfgnn
 from schemas import graph_tensor
 from schemas.errors import fail
 from trainer import graph_ops
+from trainer import hparams
 from trainer import ranking
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -81,16 +82,18 @@ def parse_batch(kind: str, serialized: tf.Tensor) -> tfgnn.GraphTensor:
   return graph_tensor.parse(kind, serialized).merge_batch_to_components()
 
 
-def model_input(kind: str, serialized: tf.Tensor) -> tfgnn.GraphTensor:
-  """[batch] serialized examples -> the model's (unpadded) input graph."""
-  return graph_ops.expand(kind, parse_batch(kind, serialized))
+def model_input(kind: str, serialized: tf.Tensor,
+                join: str = hparams.JOINS[0]) -> tfgnn.GraphTensor:
+  """[batch] serialized examples -> the model's (unpadded) input graph (for
+  a layout model of the given `join`)."""
+  return graph_ops.expand(kind, parse_batch(kind, serialized), join)
 
 
 def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
                   shuffle_buffer: int = 256, seed: Optional[int] = None,
                   repeat: bool = True,
-                  size_constraints: Optional[tfgnn.SizeConstraints] = None
-                  ) -> tf.data.Dataset:
+                  size_constraints: Optional[tfgnn.SizeConstraints] = None,
+                  join: str = hparams.JOINS[0]) -> tf.data.Dataset:
   """(model input graph, labels [batch, k]) batches for training.
 
   Args:
@@ -103,6 +106,7 @@ def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
     repeat: Repeat forever (epochs are counted in steps).
     size_constraints: Pad every batch to these totals (static shapes for
       TPUs and XLA); None leaves batches unpadded.
+    join: The layout model's join (`hparams.JOINS`).
   """
   ds = read_records(files, shuffle_files=True, seed=seed)
   if repeat:
@@ -113,7 +117,7 @@ def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
   def prepare(serialized):
     graph = parse_batch(kind, serialized)
     labels = ranking.labels(kind, graph, k)
-    model_graph = graph_ops.expand(kind, graph)
+    model_graph = graph_ops.expand(kind, graph, join)
     if size_constraints is not None:
       model_graph, _ = tfgnn.pad_to_total_sizes(model_graph, size_constraints)
     return model_graph, labels
@@ -122,7 +126,8 @@ def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
                 num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
 
 
-def scan_examples(files: Sequence[str], kind: str) -> tuple[int, tuple]:
+def scan_examples(files: Sequence[str], kind: str,
+                  join: str = hparams.JOINS[0]) -> tuple[int, tuple]:
   """One pass over the records: the example count and the largest sizes.
 
   Returns:
@@ -133,12 +138,12 @@ def scan_examples(files: Sequence[str], kind: str) -> tuple[int, tuple]:
   # Python) and reduced in-graph: this pass runs before every training.
   # The set names come from the expanded graph's spec: nothing is parsed.
   spec = read_records(files).batch(1).map(plain_graph_fn(
-      lambda s: model_input(kind, s))).element_spec
+      lambda s: model_input(kind, s, join))).element_spec
   node_sets = sorted(spec.node_sets_spec)
   edge_sets = sorted(spec.edge_sets_spec)
 
   def sizes(serialized):
-    g = model_input(kind, serialized)
+    g = model_input(kind, serialized, join)
     return tf.stack([tf.cast(g.num_components, tf.int64)] +
                     [tf.cast(g.node_sets[n].total_size, tf.int64)
                      for n in node_sets] +
@@ -172,7 +177,8 @@ def constraints_for(biggest: tuple, batch_size: int) -> tfgnn.SizeConstraints:
       total_num_edges={n: v * batch_size + 1 for n, v in edges.items()})
 
 
-def size_constraints_for(files: Sequence[str], kind: str,
-                         batch_size: int) -> tfgnn.SizeConstraints:
+def size_constraints_for(files: Sequence[str], kind: str, batch_size: int,
+                         join: str = hparams.JOINS[0]
+                         ) -> tfgnn.SizeConstraints:
   """Totals that fit any batch of `batch_size` examples of these files."""
-  return constraints_for(scan_examples(files, kind)[1], batch_size)
+  return constraints_for(scan_examples(files, kind, join)[1], batch_size)

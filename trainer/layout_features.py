@@ -7,6 +7,8 @@ and `cost_scale` (the linear sizes those copies and the op move,
 `cost_scales`). Columns are read by name from `schemas.features`.
 """
 
+from typing import Optional
+
 import tensorflow as tf
 
 from schemas import features as F
@@ -71,8 +73,14 @@ def _layout_phys(dims, current, chosen):
       tf.cast(tf.logical_or(same, is_default), tf.float32)], axis=1)
 
 
-def physical_layout_features(feat: tf.Tensor, cfg: tf.Tensor,
-                             producers) -> tf.Tensor:
+def op_shapes(feat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+  """The columns the layout features read: ([N, 6] dims, [N, 6] current
+  minor_to_major) of [N, 140] raw node features."""
+  return feat[:, _SHAPE], feat[:, _LAYOUT]
+
+
+def physical_layout_features(dims: tf.Tensor, current: tf.Tensor,
+                             cfg: tf.Tensor, producers) -> tf.Tensor:
   """What a configurable op's chosen layouts mean physically.
 
   TPU memory is tiled (8, 128) over the two most-minor dims, so whether a
@@ -83,7 +91,8 @@ def physical_layout_features(feat: tf.Tensor, cfg: tf.Tensor,
   the 7 values per layout. Zero for other ops.
 
   Args:
-    feat: [N, 140] raw node features.
+    dims: [N, 6] shape dims (`op_shapes`).
+    current: [N, 6] current minor_to_major (`op_shapes`).
     cfg: [N, 19] config features plus the configurable flag.
     producers: each op's first and second operand, as `operand_producers`
       gives them.
@@ -91,11 +100,12 @@ def physical_layout_features(feat: tf.Tensor, cfg: tf.Tensor,
   Returns:
     [N, PHYS_WIDTH] float32.
   """
-  parts = [_layout_phys(feat[:, _SHAPE], feat[:, _LAYOUT], cfg[:, _OUT])]
+  parts = [_layout_phys(dims, current, cfg[:, _OUT])]
   for producer, group in zip(producers, _OPERANDS):
     has = producer >= 0
-    pfeat = tf.gather(feat, tf.maximum(producer, 0))
-    phys = _layout_phys(pfeat[:, _SHAPE], pfeat[:, _LAYOUT], cfg[:, group])
+    p = tf.maximum(producer, 0)
+    phys = _layout_phys(tf.gather(dims, p), tf.gather(current, p),
+                        cfg[:, group])
     parts.append(phys * tf.cast(has, tf.float32)[:, None])
   return tf.concat(parts, axis=1) * cfg[:, CONFIGURABLE:CONFIGURABLE + 1]
 
@@ -136,8 +146,9 @@ def operand_producers(n, src, tgt):
   return [tf.gather(src, tf.minimum(e, m)) for e in (first, second)]
 
 
-def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
-                               cfg: tf.Tensor, producers) -> tf.Tensor:
+def propagated_layout_features(dims: tf.Tensor, current: tf.Tensor,
+                               opcode: tf.Tensor, cfg: tf.Tensor, producers,
+                               fixed: Optional[tuple] = None) -> tf.Tensor:
   """Every op's layout under the config, and the copies it implies.
 
   XLA's layout assignment runs an elementwise op in its first operand's
@@ -164,11 +175,15 @@ def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
     slower when it changes).
 
   Args:
-    feat: [N, 140] raw node features.
+    dims: [N, 6] shape dims (`op_shapes`).
+    current: [N, 6] current minor_to_major (`op_shapes`).
     opcode: [N] opcode ids.
     cfg: [N, 19] config features plus the configurable flag.
     producers: each op's first and second operand, as `operand_producers`
       gives them.
+    fixed: Optional ([N] bool, [N, 6] layouts): ops whose effective layout
+      is given (known from the whole graph, see `effective_layouts`), for a
+      part of a graph whose chains start outside it (`config_rows`).
 
   Returns:
     [N, PROPAGATED_WIDTH] float32: columns 0-4 the `_layout_phys` of the
@@ -176,19 +191,10 @@ def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
     per operand the conflict flag (PROP_COPY) and its log size, then per
     operand the moved-minor-dim flag (PROP_MOVED_MINOR).
   """
-  dims, current = feat[:, _SHAPE], feat[:, _LAYOUT]
   elements = _element_counts(dims)
   configurable = cfg[:, CONFIGURABLE] > 0
-  chosen = configurable & (cfg[:, _OUT.start] >= 0)
-  own = tf.where(chosen[:, None], cfg[:, _OUT], current)
-  elementwise = tf.reduce_any(tf.equal(
-      tf.cast(opcode, tf.int32)[:, None], _ELEMENTWISE_IDS), axis=1)
-  first = tf.maximum(producers[0], 0)
-  inherits = (elementwise & ~configurable & (producers[0] >= 0) &
-              tf.reduce_all(tf.equal(dims, tf.gather(dims, first)), axis=1))
-  layout = own
-  for _ in range(PROPAGATION_STEPS):
-    layout = tf.where(inherits[:, None], tf.gather(layout, first), own)
+  elementwise = _is_elementwise(opcode)
+  layout = effective_layouts(dims, current, opcode, cfg, producers, fixed)
 
   def differ(a, b, shape):  # Over the dims of `shape` only (rest padding).
     rank = tf.reduce_sum(tf.cast(shape > 0, tf.int32), axis=1)
@@ -220,6 +226,42 @@ def propagated_layout_features(feat: tf.Tensor, opcode: tf.Tensor,
   return tf.concat(parts, axis=1)
 
 
+def _is_elementwise(opcode):
+  return tf.reduce_any(tf.equal(tf.cast(opcode, tf.int32)[:, None],
+                                _ELEMENTWISE_IDS), axis=1)
+
+
+def inheriting(dims, opcode, cfg, producers):
+  """[N] bool: ops that run in their first operand's layout (same-shape
+  elementwise ops that are not configurable)."""
+  first = tf.maximum(producers[0], 0)
+  return (_is_elementwise(opcode) & ~(cfg[:, CONFIGURABLE] > 0) &
+          (producers[0] >= 0) &
+          tf.reduce_all(tf.equal(dims, tf.gather(dims, first)), axis=1))
+
+
+def effective_layouts(dims, current, opcode, cfg, producers,
+                      fixed: Optional[tuple] = None) -> tf.Tensor:
+  """[N, 6] float32: each op's output layout under the config.
+
+  The chosen `out` of a configurable op (its current layout if the config
+  leaves it to the compiler), followed at most PROPAGATION_STEPS ops down
+  each same-shape elementwise chain; the current layout elsewhere. Ops in
+  `fixed` (mask, layouts) keep the given layouts and start no chain walk.
+  """
+  chosen = (cfg[:, CONFIGURABLE] > 0) & (cfg[:, _OUT.start] >= 0)
+  own = tf.where(chosen[:, None], cfg[:, _OUT], current)
+  inherits = inheriting(dims, opcode, cfg, producers)
+  if fixed is not None:
+    own = tf.where(fixed[0][:, None], fixed[1], own)
+    inherits &= ~fixed[0]
+  first = tf.maximum(producers[0], 0)
+  layout = own
+  for _ in range(PROPAGATION_STEPS):
+    layout = tf.where(inherits[:, None], tf.gather(layout, first), own)
+  return layout
+
+
 PROPAGATED_WIDTH = 12
 # Columns of `propagated_layout_features` that `cost_scales` reads.
 PROP_PADDING = _LAYOUT_PHYS_PADDING
@@ -227,9 +269,18 @@ PROP_COPY = (6, 8)
 PROP_MOVED_MINOR = (10, 11)
 
 
-def cost_scales(feat: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
+def size_units(dims: tf.Tensor, sizes: tf.Tensor) -> tf.Tensor:
+  """[N] the mean element count of the ops of each op's graph component
+  (at least 1): the unit of `cost_scales`."""
+  elements = _element_counts(dims)
+  component = batch_index.segment_ids(sizes)
+  mean = tf.math.unsorted_segment_mean(elements, component, tf.size(sizes))
+  return tf.maximum(tf.gather(mean, component), 1.0)
+
+
+def cost_scales(dims: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
                 physical: tf.Tensor, propagated: tf.Tensor, producers,
-                sizes: tf.Tensor) -> tf.Tensor:
+                unit: tf.Tensor) -> tf.Tensor:
   """Linear-scale sizes of what an op moves, relative to its graph.
 
   A roofline cost grows with the bytes moved, so an op's cost is a size
@@ -254,25 +305,22 @@ def cost_scales(feat: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
     padded as the layout the op reads it in pads it (what the read moves).
 
   Each is divided by the mean element count of the ops in the same graph
-  component, so the scale is comparable across graphs.
+  (`size_units`), so the scale is comparable across graphs.
 
   Args:
-    feat: [N, 140] raw node features.
+    dims: [N, 6] shape dims (`op_shapes`).
     opcode: [N] opcode ids.
     cfg: [N, 19] config features plus the configurable flag.
     physical: [N, PHYS_WIDTH] of `physical_layout_features`.
     propagated: [N, PROPAGATED_WIDTH] of `propagated_layout_features`.
     producers: each op's first and second operand, as `operand_producers`
       gives them.
-    sizes: [C] ops per component.
+    unit: [N] `size_units` of each op's graph.
 
   Returns:
     [N, COST_SCALE_WIDTH] float32.
   """
-  elements = _element_counts(feat[:, _SHAPE])
-  component = batch_index.segment_ids(sizes)
-  mean = tf.math.unsorted_segment_mean(elements, component, tf.size(sizes))
-  unit = tf.maximum(tf.gather(mean, component), 1.0)
+  elements = _element_counts(dims)
   # Each operand's element count; 0 where the op has no such operand (none,
   # or pruned away).
   operand = [tf.where(p >= 0, tf.gather(elements, tf.maximum(p, 0)), 0.0)

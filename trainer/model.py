@@ -5,9 +5,15 @@ dict with one relevance score per config (higher = predicted faster; the
 exported signature turns it into "lower = faster"), plus `example` and `slot`
 that place each score in its example.
 
+* Layout, late join (the default, `join="late"`): the graph's ops are
+  encoded from their features and the compiler default's `phys`, message
+  passing runs once per graph, and each config is scored from the rows of
+  the ops it can change (`config_rows`), each reading its op's final state
+  (`StaticOpEncoder`, `LateLayoutReadout`). Per config the cost is a few
+  dense layers over those rows, not message passing over the graph.
 * Ops are encoded from an opcode embedding and their 140 features, signed-log
   transformed and standardised with statistics of the train split (stored in
-  the model as constants). Layout copies also read, at configurable ops,
+  the model as constants). Early join (`join="early"`): layout copies also read, at configurable ops,
   each of the 18 config values one-hot (-1..5) (early join), and at every
   op `phys`: what the chosen layouts mean physically at every op they
   reach (see `graph_ops.expand_layout`). The config-free part is encoded
@@ -256,6 +262,109 @@ class LayoutReadout(tf.keras.layers.Layer):
             "slot": inputs.context["slot"]}
 
 
+class StaticOpEncoder(tf.keras.layers.Layer):
+  """Initial op states of a late-join layout graph (`config_rows`).
+
+  relu(Dense) of the op's normalised features, opcode embedding and `phys`
+  under the compiler default: config-free, so computed once per graph.
+
+  Init args:
+    hidden: State width.
+    node_norm: SignedLogNormalization of the 140 node features.
+    opcode_dim: Opcode embedding width.
+
+  Call returns:
+    A GraphTensor with the context, "op" (its hidden state) and the "feed"
+    and "rev" edges: what message passing runs on.
+  """
+
+  def __init__(self, hidden: int, node_norm: tf.keras.layers.Layer,
+               opcode_dim: int, **kwargs):
+    super().__init__(**kwargs)
+    self._node_norm = node_norm
+    self._embed = tf.keras.layers.Embedding(opcodes.NUM_OPCODE_IDS,
+                                            opcode_dim,
+                                            name="opcode_embedding")
+    self._dense = tf.keras.layers.Dense(hidden, "relu", name="op_encoder")
+
+  def call(self, graph):
+    op = graph.node_sets["op"]
+    state = self._dense(tf.concat([
+        self._node_norm(op["feat"]),
+        self._embed(tf.cast(op["opcode"], tf.int32)), op["phys"]], axis=-1))
+    return tfgnn.GraphTensor.from_pieces(
+        context=graph.context,
+        node_sets={"op": tfgnn.NodeSet.from_fields(
+            sizes=op.sizes, features={tfgnn.HIDDEN_STATE: state})},
+        edge_sets={e: graph.edge_sets[e] for e in ("feed", "rev")})
+
+
+class LateLayoutReadout(tf.keras.layers.Layer):
+  """Per-config score from the ops the config can change (late join).
+
+  Each "config_op" row (one op of `config_rows`' R under one config) gets
+  the state relu(A h + B p + C c + b): its op's final state h from the
+  message passing that ran once per graph, the row's `phys` p and, at
+  configurable ops, the config's one-hot values c. As in `LayoutReadout`,
+  its contribution is mlp(state) + sum_j rate_j(state) * cost_scale_j, and
+  a config's score is the sum over its rows divided by the graph's op
+  count: the mean over all ops up to a per-graph constant (the ops outside
+  R add the same to every config).
+
+  Init args:
+    hidden: MLP width; rows have half of it.
+    dropout: MLP dropout.
+    config_only: Read the config values alone (the no-graph baseline): no
+      op state, no `phys`, no rate x size terms.
+
+  Call returns:
+    {"scores": [components], "example", "slot"}.
+  """
+
+  def __init__(self, hidden: int, dropout: float, config_only: bool = False,
+               **kwargs):
+    super().__init__(**kwargs)
+    width = max(hidden // 2, 8)
+    self._config_only = config_only
+    self._from_op = tf.keras.layers.Dense(width, use_bias=False,
+                                          name="from_op")
+    self._phys = tf.keras.layers.Dense(width, use_bias=False, name="phys")
+    # Its bias is added once per configurable row: the "is configurable" flag.
+    self._config = tf.keras.layers.Dense(width, name="config_encoder")
+    self._bias = self.add_weight(name="bias", shape=[width],
+                                 initializer="zeros")
+    self._mlp = _mlp(width, dropout, "layout_head")
+    if not config_only:
+      self._rates = tf.keras.layers.Dense(layout_features.COST_SCALE_WIDTH,
+                                          kernel_initializer="zeros",
+                                          name="cost_rates")
+
+  def call(self, graph, inputs):
+    """Scores from the final op states of `graph` and the rows of `inputs`."""
+    rows = inputs.node_sets["config_op"]
+    cfg = rows["cfg"]
+    flag = cfg[:, layout_features.CONFIGURABLE:]
+    state = self._config(_config_onehot(
+        cfg[:, :layout_features.CONFIGURABLE])) * flag + self._bias
+    if not self._config_only:
+      h = self._from_op(graph.node_sets["op"][tfgnn.HIDDEN_STATE])
+      state += tfgnn.pool_edges_to_node(
+          inputs, "reads", tfgnn.TARGET, "sum",
+          feature_value=tfgnn.broadcast_node_to_edges(
+              inputs, "reads", tfgnn.SOURCE, feature_value=h))
+      state += self._phys(rows["phys"])
+    state = tf.nn.relu(state)
+    contribution = self._mlp(state)
+    if not self._config_only:
+      contribution += tf.reduce_sum(
+          self._rates(state) * rows["cost_scale"], axis=1, keepdims=True)
+    total = tfgnn.pool_nodes_to_context(inputs, "config_op", "sum",
+                                        feature_value=contribution)[:, 0]
+    total /= tf.maximum(inputs.context["ops"], 1.0)
+    return {"scores": _bounded(total), "example": inputs.context["example"],
+            "slot": inputs.context["slot"]}
+
+
 class TileReadout(tf.keras.layers.Layer):
   """Per-config score from the kernel's embedding and the config.
 
@@ -338,7 +447,11 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
                                      name="node_norm")
   inputs = tf.keras.layers.Input(type_spec=input_spec)
   layout = cfg.kind == "layout"
-  if layout:
+  late = layout and cfg.join == "late"
+  if late:
+    graph = StaticOpEncoder(cfg.hidden, node_norm, cfg.opcode_dim,
+                            name="op_encoder")(inputs)
+  elif layout:
     graph = LayoutEncoder(cfg.hidden, node_norm, cfg.opcode_dim,
                           config_only=cfg.config_only,
                           name="layout_encoder")(inputs)
@@ -348,7 +461,11 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
   if use_graph:
     for i in range(cfg.layers):
       graph = _gnn_layer(cfg, i)(graph)
-  if layout:
+  if late:
+    out = LateLayoutReadout(cfg.hidden, cfg.dropout,
+                            config_only=cfg.config_only,
+                            name="readout")(graph, inputs)
+  elif layout:
     # The config-only baseline must not see where copies run (graph facts).
     out = LayoutReadout(cfg.hidden, cfg.dropout,
                         linear_costs=not cfg.config_only,

@@ -120,12 +120,14 @@ class ValidationCallback(tf.keras.callbacks.Callback):
     files: Validation records.
     log_dir: TensorBoard directory for the validation metrics.
     max_minutes: Stop training once this much wall time has passed.
+    join: The layout model's join (`hparams.JOINS`).
   """
 
-  def __init__(self, score_model, kind, files, log_dir, max_minutes):
+  def __init__(self, score_model, kind, files, log_dir, max_minutes,
+               join=hparams.JOINS[0]):
     super().__init__()
     self._score_model, self._kind, self._files = score_model, kind, files
-    self._scorer = evaluate.RecordScorer(score_model, kind)
+    self._scorer = evaluate.RecordScorer(score_model, kind, join=join)
     self._metric, self._mode = metrics.PRIMARY[kind]
     self._writer = tf.summary.create_file_writer(log_dir)
     self._deadline = time.time() + 60 * max_minutes
@@ -180,7 +182,8 @@ def train(cfg: hparams.TrainConfig) -> dict:
   replicas = strategy.num_replicas_in_sync
   per_replica = max(1, cfg.batch_size // replicas)
   stats = feature_stats.compute(cfg.train_files, kind)
-  num_examples, biggest = input_fn.scan_examples(cfg.train_files, kind)
+  join = cfg.model.join
+  num_examples, biggest = input_fn.scan_examples(cfg.train_files, kind, join)
   constraints = (input_fn.constraints_for(biggest, per_replica)
                  if cfg.xla or cfg.tpu else None)
   steps = cfg.steps_per_epoch or max(1, num_examples // (per_replica *
@@ -189,7 +192,8 @@ def train(cfg: hparams.TrainConfig) -> dict:
   def dataset_fn(ctx=None):
     seed = cfg.seed + (ctx.input_pipeline_id if ctx else 0)
     return input_fn.train_dataset(cfg.train_files, kind, per_replica, cfg.k,
-                                  seed=seed, size_constraints=constraints)
+                                  seed=seed, size_constraints=constraints,
+                                  join=join)
 
   distributed = replicas > 1 or bool(cfg.tpu)
   # Built once and reused by fit: building traces parsing and expansion.
@@ -209,7 +213,7 @@ def train(cfg: hparams.TrainConfig) -> dict:
           if distributed else local_data)
   val = ValidationCallback(score_model, kind, cfg.valid_files,
                            os.path.join(cfg.out_dir, "logs", "validation"),
-                           cfg.max_minutes)
+                           cfg.max_minutes, join)
   metric, mode = metrics.PRIMARY[kind]
   throughput = ThroughputCallback(per_replica * replicas)
   callbacks = [
@@ -237,8 +241,8 @@ def train(cfg: hparams.TrainConfig) -> dict:
   ranker.fit(data, epochs=cfg.epochs, steps_per_epoch=steps,
              callbacks=callbacks, verbose=cfg.verbose)
   seconds = time.time() - start
-  final = val.best_metrics or evaluate.evaluate(score_model, kind,
-                                                cfg.valid_files)[0]
+  final = val.best_metrics or evaluate.evaluate(
+      score_model, kind, cfg.valid_files, join=join)[0]
   metadata = {
       "collection": cfg.collection, "k": cfg.k, "loss": cfg.loss,
       "model": dataclasses.asdict(cfg.model), "valid_metrics": final,
@@ -247,7 +251,7 @@ def train(cfg: hparams.TrainConfig) -> dict:
       "note": "trained on the data it was given; on tpurank synth data the "
               "runtimes are simulated",
   }
-  path = (export.save(score_model, kind, cfg.export_path, metadata)
+  path = (export.save(score_model, kind, cfg.export_path, metadata, join)
           if cfg.export else None)
   summary = {"collection": cfg.collection, "valid_metrics": final,
              "best_epoch": None if val.best_epoch is None else

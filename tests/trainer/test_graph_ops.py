@@ -19,7 +19,7 @@ def test_layout_expansion_copies_graph_per_config(tmp_path):
   path, _ = make_records(tmp_path, "layout", graphs=2, k=5)
   serialized = _batch(path, 3)
   merged = input_fn.parse_batch("layout", serialized)
-  out = graph_ops.expand("layout", merged)
+  out = graph_ops.expand("layout", merged, "early")
   k = merged.node_sets["config"].sizes.numpy()
   n = merged.node_sets["op"].sizes.numpy()
   m = merged.edge_sets["feed"].sizes.numpy()
@@ -122,7 +122,8 @@ def test_physical_layout_features_by_hand():
   cfg[1, 6:8] = (1, 0)  # Input: as the producer has it.
   src, tgt = np.array([0]), np.array([1])
   producers = layout_features.operand_producers(3, src, tgt)
-  phys = layout_features.physical_layout_features(feat, cfg, producers).numpy()
+  phys = layout_features.physical_layout_features(
+      *layout_features.op_shapes(feat), cfg, producers).numpy()
   assert phys.shape == (3, layout_features.PHYS_WIDTH)
   assert not phys[[0, 2]].any()  # Only configurable ops get values.
   out, inp, kern = phys[1, :7], phys[1, 7:14], phys[1, 14:]
@@ -157,7 +158,8 @@ def test_propagated_layout_features_by_hand():
   src = np.array([0, 1, 2, 2, 2, 2], np.int32)
   tgt = np.array([1, 2, 3, 4, 5, 6], np.int32)
   out = layout_features.propagated_layout_features(
-      feat, opcode, cfg, layout_features.operand_producers(7, src, tgt)).numpy()
+      *layout_features.op_shapes(feat), opcode, cfg,
+      layout_features.operand_producers(7, src, tgt)).numpy()
   assert out.shape == (7, layout_features.PROPAGATED_WIDTH)
   # The dot and the add run in (0, 1): no longer their current layout.
   np.testing.assert_array_equal(out[:, 5], [0, 1, 1, 0, 0, 0, 0])
@@ -195,9 +197,11 @@ def test_cost_scales_are_linear_sizes_relative_to_their_graph():
   physical = np.zeros((4, layout_features.PHYS_WIDTH), np.float32)
   physical[2, 18] = np.log(4.0)  # and its kernel layout pads the rhs 4x.
   src, tgt = np.array([0, 1], np.int32), np.array([2, 2], np.int32)
-  out = layout_features.cost_scales(feat, opcode, cfg, physical, propagated,
-                              layout_features.operand_producers(4, src, tgt),
-                              np.array([3, 1], np.int32)).numpy()
+  dims, _ = layout_features.op_shapes(feat)
+  out = layout_features.cost_scales(
+      dims, opcode, cfg, physical, propagated,
+      layout_features.operand_producers(4, src, tgt),
+      layout_features.size_units(dims, np.array([3, 1], np.int32))).numpy()
   assert out.shape == (4, layout_features.COST_SCALE_WIDTH)
   unit = (128 + 512 + 256) / 3
   work = 8 * 32 * 16 / layout_features.MATMUL_WORK_PER_ELEMENT  # m * n * k.

@@ -12,19 +12,22 @@ from trainer import input_fn
 from trainer import model as model_lib
 
 
-def _inputs(tmp_path, kind, n=3):
+def _inputs(tmp_path, kind, n=3, join=hparams.JOINS[0]):
   path, _ = make_records(tmp_path, kind, graphs=2, k=5)
   return path, input_fn.model_input(
-      kind, next(iter(input_fn.read_records([path]).batch(n))))
+      kind, next(iter(input_fn.read_records([path]).batch(n))), join)
 
 
-@pytest.mark.parametrize("kind", ["tile", "layout"])
-def test_padding_does_not_change_real_scores(tmp_path, kind):
-  path, graph = _inputs(tmp_path, kind)
-  constraints = input_fn.size_constraints_for([path], kind, 3)
+KINDS = [("tile", "late"), ("layout", "late"), ("layout", "early")]
+
+
+@pytest.mark.parametrize("kind,join", KINDS)
+def test_padding_does_not_change_real_scores(tmp_path, kind, join):
+  path, graph = _inputs(tmp_path, kind, join=join)
+  constraints = input_fn.size_constraints_for([path], kind, 3, join)
   padded, mask = tfgnn.pad_to_total_sizes(graph, constraints)
   assert int(padded.num_components) > int(graph.num_components)
-  sm = model_lib.build_score_model(hparams.ModelConfig(kind=kind),
+  sm = model_lib.build_score_model(hparams.ModelConfig(kind=kind, join=join),
                                    padded.spec.relax(num_components=True,
                                                      num_nodes=True,
                                                      num_edges=True),
@@ -39,14 +42,15 @@ def test_padding_does_not_change_real_scores(tmp_path, kind):
   del mask
 
 
-@pytest.mark.parametrize("kind", ["tile", "layout"])
-def test_padded_train_step_compiles_with_xla(tmp_path, kind):
+@pytest.mark.parametrize("kind,join", KINDS)
+def test_padded_train_step_compiles_with_xla(tmp_path, kind, join):
   path, _ = make_records(tmp_path, kind, graphs=2, k=5)
-  constraints = input_fn.size_constraints_for([path], kind, 2)
+  constraints = input_fn.size_constraints_for([path], kind, 2, join)
   ds = input_fn.train_dataset([path], kind, 2, 5,
-                              size_constraints=constraints, seed=0)
+                              size_constraints=constraints, seed=0,
+                              join=join)
   graph, labels = next(iter(ds))
-  sm = model_lib.build_score_model(hparams.ModelConfig(kind=kind),
+  sm = model_lib.build_score_model(hparams.ModelConfig(kind=kind, join=join),
                                    graph.spec, unit_stats())
   ranker = model_lib.RankingModel(sm, 2, 5)
   ranker.compile(optimizer="adam", loss=tfr.keras.losses.ListMLELoss(),
@@ -78,23 +82,28 @@ def test_every_gnn_scores_every_config(tmp_path, kind, gnn, config_only):
   assert np.all(np.isfinite(out["scores"].numpy()))
 
 
+@pytest.mark.parametrize("join", hparams.JOINS)
 @pytest.mark.parametrize("config_only", [False, True])
-def test_layout_score_reads_its_own_config_alone(tmp_path, config_only):
-  # The early join: changing config 1's values moves config 1's score and
-  # no other, although every copy shares the source ops' encoding.
-  _, graph = _inputs(tmp_path, "layout")
+def test_layout_score_reads_its_own_config_alone(tmp_path, config_only,
+                                                 join):
+  # Changing config 1's values moves config 1's score and no other,
+  # although every config shares the graph's encoding.
+  _, graph = _inputs(tmp_path, "layout", join=join)
   sm = model_lib.build_score_model(
       hparams.ModelConfig(kind="layout", config_only=config_only,
-                            gnn="none" if config_only else "sage"),
+                          gnn="none" if config_only else "sage", join=join),
       graph.spec, unit_stats())
-  nc = graph.node_sets["node_config"]
-  sizes = nc.sizes.numpy()
-  feat = nc["feat"].numpy()
-  start = sizes[0]
-  feat[start:start + sizes[1]] = np.where(
-      feat[start:start + sizes[1]] == 0, 1.0, 0.0)
-  other = graph.replace_features(node_sets={"node_config": {
-      "feat": tf.constant(feat)}})
+  name, column = (("node_config", "feat") if join == "early"
+                  else ("config_op", "cfg"))
+  node_set = graph.node_sets[name]
+  sizes = node_set.sizes.numpy()
+  feat = node_set[column].numpy()
+  rows = slice(sizes[0], sizes[0] + sizes[1])
+  values = feat[rows, :18]
+  feat[rows, :18] = np.where(values == 0, 1.0, 0.0)
+  features = dict(node_set.features)
+  features[column] = tf.constant(feat)
+  other = graph.replace_features(node_sets={name: features})
   moved = ~np.isclose(sm(graph)["scores"].numpy(),
                       sm(other)["scores"].numpy(), rtol=1e-6, atol=1e-7)
   np.testing.assert_array_equal(np.flatnonzero(moved), [1])
@@ -115,15 +124,18 @@ def test_config_only_ignores_the_graph(tmp_path):
     assert np.allclose(a, b) == same
 
 
-def test_only_the_gnn_reads_the_cost_scales(tmp_path):
+@pytest.mark.parametrize("join", hparams.JOINS)
+def test_only_the_gnn_reads_the_cost_scales(tmp_path, join):
   # Where copies run is a fact of the graph: the baseline must not see it.
-  _, graph = _inputs(tmp_path, "layout")
-  op = graph.node_sets["op"]
-  other = graph.replace_features(node_sets={"op": {
-      "phys": op["phys"], "cost_scale": op["cost_scale"] * 3.0 + 1.0}})
+  _, graph = _inputs(tmp_path, "layout", join=join)
+  name = "op" if join == "early" else "config_op"
+  features = dict(graph.node_sets[name].features)
+  features["cost_scale"] = features["cost_scale"] * 3.0 + 1.0
+  other = graph.replace_features(node_sets={name: features})
   for config_only, same in ((True, True), (False, False)):
     cfg = hparams.ModelConfig(kind="layout", config_only=config_only,
-                                gnn="none" if config_only else "sage")
+                              gnn="none" if config_only else "sage",
+                              join=join)
     sm = model_lib.build_score_model(cfg, graph.spec, unit_stats())
     for w in sm.weights:  # The rates start at zero: make them count.
       if "cost_rates" in w.name:
@@ -132,22 +144,24 @@ def test_only_the_gnn_reads_the_cost_scales(tmp_path):
     assert np.allclose(a, b) == same
 
 
-def test_features_far_outside_the_train_range_are_clipped(tmp_path):
-  _, graph = _inputs(tmp_path, "layout")
+@pytest.mark.parametrize("join", hparams.JOINS)
+def test_features_far_outside_the_train_range_are_clipped(tmp_path, join):
+  _, graph = _inputs(tmp_path, "layout", join=join)
   stats = unit_stats()
   # A feature nearly constant in "training" (std 0.03), huge at inference.
   stats.node_var[29] = 1e-3
   sm = model_lib.build_score_model(
-      hparams.ModelConfig(kind="layout"),
+      hparams.ModelConfig(kind="layout", join=join),
       graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
       stats)
+  name = "source_op" if join == "early" else "op"
 
   def scores_with(value):
-    feat = graph.node_sets["source_op"]["feat"].numpy()
+    feat = graph.node_sets[name]["feat"].numpy()
     feat[:, 29] = value
-    features = dict(graph.node_sets["source_op"].features)
+    features = dict(graph.node_sets[name].features)
     features["feat"] = tf.constant(feat)
-    return sm(graph.replace_features(node_sets={"source_op": features}))[
+    return sm(graph.replace_features(node_sets={name: features}))[
         "scores"].numpy()
 
   far, farther = scores_with(1e6), scores_with(1e12)

@@ -1,0 +1,89 @@
+"""Tests for the late-join expansion: per config, exactly what it changes."""
+
+import numpy as np
+
+from tests.trainer.helpers import make_records
+from trainer import config_rows
+from trainer import graph_ops
+from trainer import input_fn
+
+
+def _both(tmp_path, graphs=2, k=5, examples=3):
+  path, _ = make_records(tmp_path, "layout", graphs=graphs, k=k,
+                         split="valid")
+  serialized = next(iter(input_fn.read_records([path]).batch(examples)))
+  merged = input_fn.parse_batch("layout", serialized)
+  return (merged, graph_ops.expand("layout", merged, "early"),
+          config_rows.expand_layout_late(merged))
+
+
+def _copy_of_rows(merged, early, late):
+  """The early-join op copy each late row stands for."""
+  n = merged.node_sets["op"].sizes.numpy()
+  rows = late.node_sets["config_op"].sizes.numpy()
+  comp = np.repeat(np.arange(len(rows)), rows)
+  example = late.context["example"].numpy()
+  op = late.edge_sets["reads"].adjacency.source.numpy()
+  copy_off = np.r_[0, np.cumsum(early.node_sets["op"].sizes.numpy())]
+  op_off = np.r_[0, np.cumsum(n)]
+  return copy_off[comp] + op - op_off[example[comp]]
+
+
+def test_rows_carry_exactly_the_early_join_features(tmp_path):
+  merged, early, late = _both(tmp_path)
+  copy = _copy_of_rows(merged, early, late)
+  assert len(copy) and len(copy) < early.node_sets["op"].total_size
+  for name in ("phys", "cost_scale"):
+    np.testing.assert_allclose(late.node_sets["config_op"][name],
+                               early.node_sets["op"][name].numpy()[copy],
+                               atol=1e-6)
+  # Configurable rows carry their config's values and the flag.
+  cfg = late.node_sets["config_op"]["cfg"].numpy()
+  flags = cfg[:, -1]
+  assert set(np.unique(flags)) <= {0.0, 1.0} and flags.sum() == (
+      merged.node_sets["node_config"].total_size)
+  np.testing.assert_array_equal(
+      np.sort(cfg[flags == 1, :-1], axis=0),
+      np.sort(merged.node_sets["node_config"]["feat"].numpy(), axis=0))
+
+
+def test_ops_without_rows_look_the_same_under_every_config(tmp_path):
+  merged, early, late = _both(tmp_path)
+  sizes = early.node_sets["op"].sizes.numpy()
+  comp = np.repeat(np.arange(len(sizes)), sizes)
+  local = np.arange(len(comp)) - np.r_[0, np.cumsum(sizes)][comp]
+  example = early.context["example"].numpy()[comp]
+  outside = np.ones(len(comp), bool)
+  outside[_copy_of_rows(merged, early, late)] = False
+  feats = np.concatenate([early.node_sets["op"]["phys"].numpy(),
+                          early.node_sets["op"]["cost_scale"].numpy()], 1)
+  seen = {}
+  for i in np.flatnonzero(outside):
+    key = (example[i], local[i])
+    if key in seen:
+      np.testing.assert_allclose(feats[i], feats[seen[key]], atol=1e-6)
+    seen[key] = i
+  assert len(seen) < outside.sum()  # Configs of one example were compared.
+
+
+def test_graph_is_held_once_per_example(tmp_path):
+  merged, _, late = _both(tmp_path)
+  n = merged.node_sets["op"].sizes.numpy()
+  m = merged.edge_sets["feed"].sizes.numpy()
+  slot = late.context["slot"].numpy()
+  example = late.context["example"].numpy()
+  np.testing.assert_array_equal(late.node_sets["op"].sizes,
+                                np.where(slot == 1, n[example], 0))
+  np.testing.assert_array_equal(late.edge_sets["feed"].sizes,
+                                np.where(slot == 1, m[example], 0))
+  np.testing.assert_array_equal(late.node_sets["op"]["feat"],
+                                merged.node_sets["op"]["feat"])
+  rev = late.edge_sets["rev"].adjacency
+  feed = late.edge_sets["feed"].adjacency
+  np.testing.assert_array_equal(rev.source, feed.target)
+  # Rows of a config read ops of its own example only.
+  rows = late.node_sets["config_op"].sizes.numpy()
+  op_example = np.repeat(np.arange(len(n)), n)
+  reads = late.edge_sets["reads"].adjacency.source.numpy()
+  np.testing.assert_array_equal(op_example[reads],
+                                np.repeat(example, rows))
