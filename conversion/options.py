@@ -17,9 +17,13 @@ K = 16
 # the scorer still sees every config.
 EVAL_K = 128
 # Configs per example and examples per model call when one graph is ranked
-# in process or through a model server (`tpurank rank`, `SavedModelScorer`).
-RANK_K = 64
-RANK_BATCH = 4
+# in process or through a model server (`tpurank rank`, `SavedModelScorer`),
+# by the layout model's join (`trainer.hparams.JOINS`): a late-join model
+# encodes the graph once per example, so one example carries many configs
+# (fewer if the call budget needs it, `serving.call_budget`); an early-join
+# model copies the graph per config.
+RANK_K = {"late": 1024, "early": 64}
+RANK_BATCH = {"late": 1, "early": 4}
 # Hops kept around the layout regions (`prune.neighbourhood`): with whole
 # regions, one hop adds the ops a config's cost reaches (operands, consumers
 # outside the region) at about the size two hops around the configurable

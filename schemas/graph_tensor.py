@@ -116,3 +116,82 @@ def parse(kind: str, serialized) -> tfgnn.GraphTensor:
   if serialized.shape.rank == 0:
     return tfgnn.parse_single_example(spec, serialized)
   return tfgnn.parse_example(spec, serialized)
+
+
+# The plain-tensor inputs of one graph, by kind: the TpuGraphs npz arrays
+# (`export`'s "rank" signature). Opcodes and ids are int64 (JSON integers).
+ARRAY_SPECS = {
+    npz_format.TILE: {
+        "node_feat": tf.TensorSpec([None, 140], tf.float32),
+        "node_opcode": tf.TensorSpec([None], tf.int64),
+        "edge_index": tf.TensorSpec([None, 2], tf.int64),
+        "config_feat": tf.TensorSpec([None, 24], tf.float32),
+    },
+    npz_format.LAYOUT: {
+        "node_feat": tf.TensorSpec([None, 140], tf.float32),
+        "node_opcode": tf.TensorSpec([None], tf.int64),
+        "edge_index": tf.TensorSpec([None, 2], tf.int64),
+        "node_config_ids": tf.TensorSpec([None], tf.int64),
+        "node_config_feat": tf.TensorSpec([None, None, 18], tf.float32),
+    },
+}
+
+
+def from_arrays(kind: str, arrays: dict) -> tfgnn.GraphTensor:
+  """The merged one-graph GraphTensor of plain npz tensors, in TensorFlow.
+
+  What `parse(kind, [serialized])` of `build(graph, ...)` with every config
+  gives after `merge_batch_to_components`, with runtimes 0 (unknown), graph
+  id "" and config index 0..C-1: so the served model can take the arrays
+  of a TpuGraphs graph directly.
+
+  Args:
+    kind: "tile" or "layout".
+    arrays: Tensors as in `ARRAY_SPECS[kind]`.
+  """
+  # Sizes and indices in the examples' index dtype (int32).
+  n = tf.shape(arrays["node_feat"])[0]
+  edges = tf.cast(arrays["edge_index"], tf.int32)
+  node_sets = {"op": tfgnn.NodeSet.from_fields(
+      sizes=tf.reshape(n, [1]),
+      features={"opcode": tf.cast(arrays["node_opcode"], tf.int32),
+                "feat": arrays["node_feat"]})}
+  # npz row [u, v]: u consumes v, so data flows v -> u.
+  edge_sets = {"feed": tfgnn.EdgeSet.from_fields(
+      sizes=tf.shape(edges)[:1],
+      adjacency=tfgnn.Adjacency.from_indices(source=("op", edges[:, 1]),
+                                             target=("op", edges[:, 0])))}
+  feat = arrays["config_feat" if kind == npz_format.TILE
+               else "node_config_feat"]
+  k = tf.shape(feat)[0]
+  index = tf.range(tf.cast(k, tf.int64))
+  zeros = tf.zeros([k], tf.int64)
+  if kind == npz_format.TILE:
+    node_sets["config"] = tfgnn.NodeSet.from_fields(
+        sizes=tf.reshape(k, [1]),
+        features={"feat": feat, "runtime": zeros, "normalizer": zeros,
+                  "index": index})
+  else:
+    ids = tf.cast(arrays["node_config_ids"], tf.int32)
+    nc = tf.size(ids)
+    rows = tf.reshape(feat, [-1, 18])
+    total = tf.shape(rows)[:1]
+    slots = tf.range(tf.shape(rows)[0])
+    node_sets["config"] = tfgnn.NodeSet.from_fields(
+        sizes=tf.reshape(k, [1]), features={"runtime": zeros, "index": index})
+    node_sets["node_config"] = tfgnn.NodeSet.from_fields(
+        sizes=total, features={"feat": rows})
+    edge_sets["configures"] = tfgnn.EdgeSet.from_fields(
+        sizes=total, adjacency=tfgnn.Adjacency.from_indices(
+            source=("node_config", slots),
+            target=("op", tf.tile(ids, tf.reshape(k, [1])))))
+    edge_sets["part_of"] = tfgnn.EdgeSet.from_fields(
+        sizes=total, adjacency=tfgnn.Adjacency.from_indices(
+            source=("node_config", slots),
+            target=("config", slots // tf.maximum(nc, 1))))
+  return tfgnn.GraphTensor.from_pieces(
+      context=tfgnn.Context.from_fields(
+          sizes=tf.constant([1], tf.int32),
+          features={"graph_id": tf.constant([""]),
+                    "num_configs": tf.reshape(tf.cast(k, tf.int64), [1])}),
+      node_sets=node_sets, edge_sets=edge_sets)

@@ -51,6 +51,7 @@ class SavedModelHandler(inference.ModelHandler):
   def __init__(self, model_dir: str, max_batch_size: int = 8):
     super().__init__()
     self._dir, self._max = model_dir, max_batch_size
+    self._join = export.model_join(export.metadata_or_empty(model_dir))
 
   def load_model(self):
     return tf.saved_model.load(self._dir).signatures["serving_default"]
@@ -64,7 +65,8 @@ class SavedModelHandler(inference.ModelHandler):
       return out["scores"].numpy(), out["config_index"].numpy()
 
     # Within the op-copy budget: large layout graphs split the batch.
-    scores, index = call_budget.score_in_groups(call, batch)
+    scores, index = call_budget.score_in_groups(
+        call, batch, join=self._join)
     for s, i in zip(scores, index):
       real = i >= 0
       # The example bytes are not carried on: graphs can be large.

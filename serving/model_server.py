@@ -44,6 +44,7 @@ from serving import call_budget
 from serving import model_repository
 from serving import options
 from serving import protocol
+from trainer import export
 
 _DRAIN_LIMIT = 1 << 30  # Larger oversized bodies are not even read.
 _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
@@ -68,6 +69,7 @@ class Loaded:
   name: str
   version: int
   predict: Callable
+  join: str = "late"  # The layout model's join: how examples cost.
 
 
 class ModelManager:
@@ -102,7 +104,9 @@ class ModelManager:
         logging.error("could not load %s: %s", path, e)
         continue
       with self._lock:
-        self._models[name] = Loaded(name, newest, fn)
+        self._models[name] = Loaded(
+            name, newest, fn,
+            export.model_join(export.metadata_or_empty(path)))
       logging.info("serving %s version %d", name, newest)
 
   def start(self) -> None:
@@ -194,10 +198,12 @@ class Predictor:
       return predict(loaded, group)
 
     try:
-      scores, index = call_budget.score_in_groups(call, serialized,
-                                                  self._max_op_copies)
+      scores, index = call_budget.score_in_groups(
+          call, serialized, self._max_op_copies, loaded.join)
     except call_budget.NotAnExample as e:
       raise protocol.RequestError(f"examples: {e}") from e
+    except call_budget.OverBudget as e:
+      raise TooLarge(str(e)) from e
     finally:
       self.slots.release()
     return loaded, scores, index

@@ -4,6 +4,8 @@ Importable without TensorFlow, so `tpurank serve --help` shows them and the
 server, the scorers and the CLI read the same values.
 """
 
+from trainer import call_cost
+
 MODEL_NAME = "tpurank"  # <base>/<MODEL_NAME>/<version>/ in a repository.
 HOST = "127.0.0.1"  # Loopback unless the user binds elsewhere.
 REST_PORT = 8501  # TF Serving's ports.
@@ -13,4 +15,4 @@ MAX_REQUEST_BYTES = 64 << 20
 MAX_CONCURRENT = 2  # CPU-bound: more in flight only adds memory.
 MAX_EXAMPLES = 16  # Examples per request.
 QUEUE_SECONDS = 30.0  # Wait for a prediction slot before 429.
-MAX_OP_COPIES = 400_000  # Op copies per model call: ~2 GB of activations.
+MAX_OP_COPIES = call_cost.OP_COPY_BUDGET  # Op copies per model call.

@@ -1,9 +1,10 @@
 """Scores every config of a graph with an exported SavedModel, in-process.
 
 Configs go to the model in chunks of K (one example each, as conversion
-writes them), so a graph with 100k configs never needs them all at once; a
-call's examples are further grouped within an op-copy budget
-(`call_budget`), so large graphs do not multiply the memory either.
+writes them), so a graph with 100k configs never needs them all at once. K
+is the most the model's call budget allows (`call_budget`), up to
+`options.RANK_K` of its join: a late-join model encodes the graph once per
+example, so an example carries as many configs as fit.
 """
 
 from typing import Callable, Optional, Sequence
@@ -13,18 +14,30 @@ import tensorflow as tf
 
 from conversion import examples
 from conversion import options
+from conversion import prune
 from schemas import npz_format
 from schemas.errors import fail
 from serving import call_budget
+from trainer import call_cost
 from serving import options as serving_options
 from trainer import evaluate
 from trainer import export
 from trainer import input_fn
 
 
+def fitting_k(graph: npz_format.Graph, join: str, budget: int,
+              most: int) -> int:
+  """Configs per example of a (pruned) graph within the call budget."""
+  if graph.kind != npz_format.LAYOUT:
+    return most
+  return int(call_cost.configs_per_example(
+      graph.num_nodes, len(graph.node_config_ids), join, budget, most))
+
+
 def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
-                k: int = options.RANK_K, batch: int = options.RANK_BATCH,
-                hops: int = options.DEFAULT_HOPS) -> np.ndarray:
+                k: Optional[int] = None, batch: Optional[int] = None,
+                hops: int = options.DEFAULT_HOPS, join: str = "late",
+                budget: int = serving_options.MAX_OP_COPIES) -> np.ndarray:
   """Scores every config of a graph through any `score_examples` function.
 
   Args:
@@ -32,9 +45,12 @@ def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
       each [n, K_max]: an in-process SavedModel, a REST or a gRPC client.
     graph: The graph.
     gid: Its id (`<collection>:<stem>`).
-    k: Configs per example (request row).
-    batch: Examples per call.
+    k: Configs per example (request row); None: as many as fit `budget`,
+      up to `options.RANK_K[join]`.
+    batch: Examples per call; None: `options.RANK_BATCH[join]`.
     hops: Layout pruning, as in training.
+    join: The model's layout join (`trainer.hparams.JOINS`).
+    budget: Op copies per model call (`call_budget`).
 
   Returns:
     [num_configs] scores, lower = predicted faster, by config index.
@@ -48,7 +64,11 @@ def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
     scores[idx[real]] = s[real]
     pending.clear()
 
-  for ex in examples.graph_examples(graph, gid, k, "test", hops):
+  sub = prune.prune(graph, hops)
+  if k is None:
+    k = fitting_k(sub, join, budget, options.RANK_K[join])
+  batch = batch or options.RANK_BATCH[join]
+  for ex in examples.graph_examples(sub, gid, k, "test", hops=-1):
     pending.append(ex)
     if len(pending) == batch:
       flush()
@@ -57,22 +77,50 @@ def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
   return scores
 
 
+def score_graph_arrays(rank: Callable, graph: npz_format.Graph,
+                       chunk: int) -> np.ndarray:
+  """Scores every config of a (pruned) graph through the model's plain-tensor
+  `rank` signature (`trainer.export`), `chunk` configs per call.
+
+  Returns:
+    [num_configs] scores, lower = predicted faster, by config index.
+  """
+  arrays = {"node_feat": tf.constant(graph.node_feat, tf.float32),
+            "node_opcode": tf.constant(graph.node_opcode, tf.int64),
+            "edge_index": tf.constant(graph.edge_index, tf.int64)}
+  key = "config_feat"
+  if graph.kind == npz_format.LAYOUT:
+    arrays["node_config_ids"] = tf.constant(graph.node_config_ids, tf.int64)
+    key = "node_config_feat"
+  parts = [rank(**arrays, **{key: tf.constant(feat, tf.float32)})[
+      "scores"].numpy() for feat in graph.iter_config_feat(chunk)]
+  if not parts:
+    return np.zeros(0, np.float64)
+  return np.concatenate(parts).astype(np.float64)
+
+
 class SavedModelScorer:
   """Loads `<model_dir>` (a SavedModel version dir) and ranks graphs.
 
   Init args:
     model_dir: Directory with saved_model.pb (e.g. OUT/export/1).
-    k: Configs per request.
-    batch: Examples per call of the serving signature (at most).
+    k: Configs per example (None: as many as the budget allows).
+    batch: Examples per call of the serving signature (at most; None: by
+      the model's join).
     max_op_copies: Op copies per model call (`call_budget`).
   """
 
-  def __init__(self, model_dir: str, k: int = options.RANK_K,
-               batch: int = options.RANK_BATCH,
+  def __init__(self, model_dir: str, k: Optional[int] = None,
+               batch: Optional[int] = None,
                max_op_copies: int = serving_options.MAX_OP_COPIES):
-    self._fn = tf.saved_model.load(model_dir).signatures["serving_default"]
-    self.k, self.batch, self._budget = k, batch, max_op_copies
+    signatures = tf.saved_model.load(model_dir).signatures
+    self._fn = signatures["serving_default"]
+    # Models exported before the plain-tensor signature have only examples.
+    self._rank = signatures.get(export.RANK_SIGNATURE)
     metadata = export.metadata_or_empty(model_dir)
+    self.join = export.model_join(metadata)
+    self.k, self._budget = k, max_op_copies
+    self.batch = batch or options.RANK_BATCH[self.join]
     self.hops = export.pruning_hops(model_dir, metadata)
     # "tile" or "layout" (None for a model without tpurank metadata).
     self.kind = metadata.get("kind")
@@ -83,7 +131,8 @@ class SavedModelScorer:
 
   def score_examples(self, serialized: list[bytes]):
     """Scores serialized examples: (scores, config_index), [n, K_max] each."""
-    return call_budget.score_in_groups(self._call, serialized, self._budget)
+    return call_budget.score_in_groups(self._call, serialized, self._budget,
+                                       self.join)
 
   def score_graph(self, graph: npz_format.Graph, gid: str,
                   hops: Optional[int] = None) -> np.ndarray:
@@ -95,8 +144,16 @@ class SavedModelScorer:
       # A model of the other kind would answer with meaningless scores.
       raise fail(graph.path, "kind", f"a {self.kind} graph (the model's "
                  "kind)", f"a {graph.kind} graph")
-    return score_graph(self.score_examples, graph, gid, self.k, self.batch,
-                       self.hops if hops is None else hops)
+    hops = self.hops if hops is None else hops
+    if self._rank is None:
+      return score_graph(self.score_examples, graph, gid, self.k, self.batch,
+                         hops, self.join, self._budget)
+    # Plain tensors: no examples to build, serialize and parse. The
+    # signature bounds its own memory; chunks bound the arrays sent.
+    sub = prune.prune(graph, hops)
+    chunk = self.k or fitting_k(sub, self.join, self._budget,
+                                options.RANK_K[self.join])
+    return score_graph_arrays(self._rank, sub, chunk)
 
   def score_records(self, kind: str, files: Sequence[str]) -> dict:
     """Scores every config in GraphTensor record files, grouped by graph.

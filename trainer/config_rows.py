@@ -133,8 +133,17 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   r_current = tf.gather(current, row_op)
   r_opcode = tf.gather(opcode, row_op)
   fixed = (~tf.gather(changes, row_op), tf.gather(static_layout, row_op))
-  physical = lf.physical_layout_features(r_dims, r_current, cfg,
-                                         row_producers)
+  # Non-zero at configurable ops only: computed on the config's values
+  # there, with shapes from the graph, and placed in their rows.
+  nc_cfg = tf.concat([nc_feat, tf.ones_like(nc_feat[:, :1])], axis=-1)
+  operands = [(tf.gather(dims, tf.maximum(p, 0)), tf.gather(
+      current, tf.maximum(p, 0)), p >= 0) for p in (
+          tf.gather(q, nc_op) for q in producers)]
+  physical = tf.scatter_nd(
+      row_of(nc_op, nc_config)[:, None],
+      lf.chosen_layout_features(tf.gather(dims, nc_op),
+                                tf.gather(current, nc_op), operands, nc_cfg),
+      tf.stack([total_rows, lf.PHYS_WIDTH]))
   propagated = lf.propagated_layout_features(r_dims, r_current, r_opcode, cfg,
                                              row_producers, fixed)
   cost = lf.cost_scales(r_dims, r_opcode, cfg, physical, propagated,

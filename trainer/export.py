@@ -8,6 +8,14 @@ each, as conversion writes them) and returns:
   example's own K are 0 and have config_index -1);
 * `config_index` [batch, K_max] int64: each score's config index in the npz.
 
+The `rank` signature takes one graph as plain tensors, the arrays of its
+(pruned) TpuGraphs npz (`graph_tensor.ARRAY_SPECS`: `node_feat`,
+`node_opcode`, `edge_index`, and `node_config_ids` + `node_config_feat`
+for layout or `config_feat` for tile, any number of configs), and returns
+`scores` [configs] (lower = predicted faster). It runs the configs in
+chunks within the call budget (`call_cost`), so a request's memory is
+bounded by its own arrays, and refuses non-finite features.
+
 Only standard TensorFlow ops are inside: loading and calling it needs neither
 TF-GNN nor this package.
 """
@@ -19,11 +27,15 @@ from typing import Optional
 import tensorflow as tf
 
 from conversion import options
+from schemas import graph_tensor
+from schemas import npz_format
+from trainer import call_cost
 from trainer import graph_ops
 from trainer import hparams
 from trainer import input_fn
 
 METADATA_FILE = "tpurank_model.json"
+RANK_SIGNATURE = "rank"  # One graph as plain tensors -> scores.
 
 
 class ServingModule(tf.Module):
@@ -59,6 +71,61 @@ class ServingModule(tf.Module):
       return {"scores": scores, "config_index": index}
 
     self.serve = serve
+    config_key = ("config_feat" if kind == npz_format.TILE
+                  else "node_config_feat")
+
+    def rank_arrays(arrays):
+      for key in ("node_feat", config_key):
+        tf.debugging.assert_all_finite(
+            arrays[key], f"{key}: expected finite values, found NaN or Inf")
+      feat = arrays[config_key]
+      configs = tf.shape(feat)[0]
+      if kind == npz_format.LAYOUT:
+        chunk = tf.cast(call_cost.configs_per_example(
+            tf.cast(tf.shape(arrays["node_feat"])[0], tf.float32),
+            tf.cast(tf.size(arrays["node_config_ids"]), tf.float32), join,
+            budget=call_cost.OP_COPY_BUDGET,
+            most=float(1 << 30), minimum=tf.minimum, maximum=tf.maximum),
+                        tf.int32)
+      else:
+        chunk = tf.maximum(configs, 1)
+
+      def body(i, scores):
+        part = dict(arrays)
+        part[config_key] = feat[i * chunk:(i + 1) * chunk]
+        graph = graph_tensor.from_arrays(kind, part)
+        out = score_model(graph_ops.expand(kind, graph, join),
+                          training=False)
+        return i + 1, scores.write(i, -out["scores"])
+
+      chunks = (configs + chunk - 1) // chunk
+      _, scores = tf.while_loop(
+          lambda i, _: i < chunks, body,
+          [0, tf.TensorArray(tf.float32, size=chunks, infer_shape=False,
+                             element_shape=[None])])
+      return {"scores": tf.cond(chunks > 0, scores.concat,
+                                lambda: tf.zeros([0]))}
+
+    specs = {k: tf.TensorSpec(v.shape, v.dtype, name=k)
+             for k, v in graph_tensor.ARRAY_SPECS[kind].items()}
+    if kind == npz_format.LAYOUT:
+      @tf.function(input_signature=[specs[k] for k in (
+          "node_feat", "node_opcode", "edge_index", "node_config_ids",
+          "node_config_feat")])
+      def rank(node_feat, node_opcode, edge_index, node_config_ids,
+               node_config_feat):
+        return rank_arrays(dict(
+            node_feat=node_feat, node_opcode=node_opcode,
+            edge_index=edge_index, node_config_ids=node_config_ids,
+            node_config_feat=node_config_feat))
+    else:
+      @tf.function(input_signature=[specs[k] for k in (
+          "node_feat", "node_opcode", "edge_index", "config_feat")])
+      def rank(node_feat, node_opcode, edge_index, config_feat):
+        return rank_arrays(dict(
+            node_feat=node_feat, node_opcode=node_opcode,
+            edge_index=edge_index, config_feat=config_feat))
+    self.rank = rank
 
 
 def save(score_model: tf.keras.Model, kind: str, path: str,
@@ -74,7 +141,8 @@ def save(score_model: tf.keras.Model, kind: str, path: str,
     tf.io.gfile.rmtree(tmp)
   module = ServingModule(score_model, kind, join)
   tf.saved_model.save(module, tmp,
-                      signatures={"serving_default": module.serve})
+                      signatures={"serving_default": module.serve,
+                                  RANK_SIGNATURE: module.rank})
   # assets.extra/ is where TF Serving expects files it does not read.
   extra = os.path.join(tmp, "assets.extra")
   tf.io.gfile.makedirs(extra)
@@ -95,6 +163,12 @@ def pruning_hops(model_dir: str, metadata: Optional[dict] = None) -> int:
     metadata = metadata_or_empty(model_dir)
   hops = metadata.get("hops")
   return options.DEFAULT_HOPS if hops is None else int(hops)
+
+
+def model_join(metadata: dict) -> str:
+  """A model's layout join (`hparams.JOINS`); models exported before the
+  late join existed record none and are early-join."""
+  return metadata.get("join", "early")
 
 
 def metadata_or_empty(model_dir: str) -> dict:

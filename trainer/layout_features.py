@@ -100,12 +100,28 @@ def physical_layout_features(dims: tf.Tensor, current: tf.Tensor,
   Returns:
     [N, PHYS_WIDTH] float32.
   """
+  operands = [(tf.gather(dims, tf.maximum(p, 0)),
+               tf.gather(current, tf.maximum(p, 0)), p >= 0)
+              for p in producers]
+  return chosen_layout_features(dims, current, operands, cfg)
+
+
+def chosen_layout_features(dims, current, operands, cfg) -> tf.Tensor:
+  """`physical_layout_features` of ops given with their operands' shapes.
+
+  Args:
+    dims: [R, 6] the ops' shape dims.
+    current: [R, 6] their current minor_to_major.
+    operands: for the first and second operand, ([R, 6] dims, [R, 6]
+      current minor_to_major, [R] bool: the op has it).
+    cfg: [R, 19] config features plus the configurable flag.
+
+  Returns:
+    [R, PHYS_WIDTH] float32.
+  """
   parts = [_layout_phys(dims, current, cfg[:, _OUT])]
-  for producer, group in zip(producers, _OPERANDS):
-    has = producer >= 0
-    p = tf.maximum(producer, 0)
-    phys = _layout_phys(tf.gather(dims, p), tf.gather(current, p),
-                        cfg[:, group])
+  for (p_dims, p_current, has), group in zip(operands, _OPERANDS):
+    phys = _layout_phys(p_dims, p_current, cfg[:, group])
     parts.append(phys * tf.cast(has, tf.float32)[:, None])
   return tf.concat(parts, axis=1) * cfg[:, CONFIGURABLE:CONFIGURABLE + 1]
 

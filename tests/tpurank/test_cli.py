@@ -93,7 +93,7 @@ def test_cli_defaults_come_from_their_one_home():
   assert score.k == options.EVAL_K
   rank = _defaults("rank", "--graph", "g.npz")
   assert (rank.k, rank.batch, rank.model_name) == (
-      options.RANK_K, options.RANK_BATCH, serving_options.MODEL_NAME)
+      None, None, serving_options.MODEL_NAME)  # By the model's join.
   serve = _defaults("serve", "--model-base", "b")
   assert (serve.host, serve.port, serve.grpc_port, serve.max_op_copies,
           serve.max_concurrent, serve.max_examples) == (

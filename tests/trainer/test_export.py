@@ -7,9 +7,14 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
+import tensorflow as tf
 
+from conversion import examples
+from conversion import prune
 from serving import model_repository
 from tests.trainer.helpers import make_records, unit_stats
+from trainer import call_cost
 from trainer import export
 from trainer import hparams
 from trainer import input_fn
@@ -65,3 +70,79 @@ def test_export_loads_without_tfgnn_and_ranks_like_the_model(tmp_path):
                                  atol=1e-6)
       assert np.array_equal(np.argsort(scores[row, :n]), np.argsort(-want))
       start += n
+
+
+_RANK = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    arrays = dict(np.load(sys.argv[2]))
+    fn = tf.saved_model.load(sys.argv[1]).signatures["rank"]
+    out = fn(**{k: tf.constant(v) for k, v in arrays.items()})
+    print(json.dumps({"gnn_loaded": "tensorflow_gnn" in sys.modules,
+                      "scores": out["scores"].numpy().tolist()}))
+""")
+
+
+def _arrays(graph):
+  """The plain-tensor request of a (pruned) graph with all its configs."""
+  arrays = {"node_feat": graph.node_feat.astype(np.float32),
+            "node_opcode": graph.node_opcode.astype(np.int64),
+            "edge_index": graph.edge_index.astype(np.int64)}
+  feat = graph.take_config_feat(np.arange(graph.num_configs))
+  if graph.kind == "tile":
+    arrays["config_feat"] = np.asarray(feat, np.float32)
+  else:
+    arrays["node_config_ids"] = graph.node_config_ids.astype(np.int64)
+    arrays["node_config_feat"] = np.asarray(feat, np.float32)
+  return arrays
+
+
+@pytest.mark.parametrize("kind,join", [("tile", "late"), ("layout", "late"),
+                                       ("layout", "early")])
+def test_rank_signature_takes_npz_arrays_and_scores_like_examples(
+    tmp_path, monkeypatch, kind, join):
+  # A small budget: the signature must split the configs into chunks.
+  monkeypatch.setattr(call_cost, "OP_COPY_BUDGET", 300)
+  _, graphs = make_records(tmp_path, kind, graphs=1, k=5, split="valid")
+  graph = prune.prune(graphs[0], 1)
+  serialized = list(examples.graph_examples(graph, "x:g", graph.num_configs,
+                                            "valid", hops=-1))
+  model_graph = input_fn.model_input(kind, np.array(serialized, dtype=object),
+                                     join)
+  sm = model_lib.build_score_model(
+      hparams.ModelConfig(kind=kind, join=join),
+      model_graph.spec.relax(num_components=True, num_nodes=True,
+                             num_edges=True), unit_stats())
+  path = export.save(sm, kind, str(tmp_path / "m" / "1"), {}, join)
+  np.savez(tmp_path / "req.npz", **_arrays(graph))
+  r = subprocess.run([sys.executable, "-c", _RANK, path,
+                      str(tmp_path / "req.npz")],
+                     capture_output=True, text=True, check=True)
+  out = json.loads(r.stdout.strip().splitlines()[-1])
+  assert out["gnn_loaded"] is False
+  want = -sm(model_graph)["scores"].numpy()
+  assert len(want) == graph.num_configs > 3
+  if kind == "layout":  # Several chunks were run.
+    assert call_cost.configs_per_example(
+        graph.num_nodes, len(graph.node_config_ids), join,
+        budget=300) < graph.num_configs
+  np.testing.assert_allclose(out["scores"], want, rtol=1e-4, atol=1e-5)
+
+
+def test_rank_signature_refuses_non_finite_features(tmp_path):
+  _, graphs = make_records(tmp_path, "layout", graphs=1, k=5, split="valid")
+  graph = prune.prune(graphs[0], 1)
+  serialized = list(examples.graph_examples(graph, "x:g", 4, "valid", -1))
+  model_graph = input_fn.model_input("layout",
+                                     np.array(serialized[:1], dtype=object))
+  sm = model_lib.build_score_model(
+      hparams.ModelConfig(kind="layout"),
+      model_graph.spec.relax(num_components=True, num_nodes=True,
+                             num_edges=True), unit_stats())
+  path = export.save(sm, "layout", str(tmp_path / "m" / "1"), {})
+  rank = tf.saved_model.load(path).signatures["rank"]
+  arrays = _arrays(graph)
+  arrays["node_feat"][0, 3] = np.nan
+  with pytest.raises(tf.errors.InvalidArgumentError, match="node_feat"):
+    rank(**{k: tf.constant(v) for k, v in arrays.items()})

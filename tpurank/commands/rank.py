@@ -28,10 +28,15 @@ def add_parser(sub):
                  help="model name on the server")
   p.add_argument("--model-version", type=int, default=None,
                  help="model version on the server (default: the served one)")
-  p.add_argument("--k", type=int, default=options.RANK_K,
-                 help="configs per example; requests carry --batch examples")
-  p.add_argument("--batch", type=int, default=options.RANK_BATCH,
-                 help="examples per model call")
+  p.add_argument("--k", type=int, default=None,
+                 help="configs per example; requests carry --batch "
+                 "examples (default: as many as the model's call budget "
+                 f"allows, at most {options.RANK_K})")
+  p.add_argument("--batch", type=int, default=None,
+                 help=f"examples per model call (default: {options.RANK_BATCH})")
+  p.add_argument("--join", choices=sorted(options.RANK_K), default="late",
+                 help="with --server: the served model's layout join (an "
+                 "early-join model needs small examples)")
   p.add_argument("--top", type=int, default=5)
   p.add_argument("--collection", default=None,
                  help="collection name for the graph id (default: from path)")
@@ -53,7 +58,8 @@ def run(args) -> int:
     model_dir = f"{args.server} ({args.model_name})"
     scorer = client.connect(args.server, args.model_name, args.model_version)
     scores = saved_model_scorer.score_graph(scorer.score_examples, graph,
-                                            gid, args.k, args.batch)
+                                            gid, args.k, args.batch,
+                                            join=args.join)
   else:
     model_dir = model_repository.resolve_model_dir(args.model)
     scores = saved_model_scorer.SavedModelScorer(

@@ -27,6 +27,11 @@ def add_parser(sub):
   p.add_argument("--out", required=True, help="output directory")
   p.add_argument("--gnn", choices=[g for g in hparams.GNNS if g != "none"],
                  default=_MODEL.gnn)
+  p.add_argument("--join", choices=hparams.JOINS, default=_MODEL.join,
+                 help="layout: 'late' runs message passing once per graph "
+                 "and scores each config on the ops it can change; "
+                 "'early' copies the graph per config (slower, the former "
+                 "model)")
   p.add_argument("--config-only", action="store_true",
                  help="baseline: score configs from their features alone")
   p.add_argument("--loss", default=_TRAIN.loss, choices=hparams.LOSSES)
@@ -98,7 +103,7 @@ def run(args) -> int:
       model=hparams.ModelConfig(
           kind=kind, gnn="none" if args.config_only else args.gnn,
           hidden=args.hidden, layers=args.layers, dropout=args.dropout,
-          config_only=args.config_only),
+          config_only=args.config_only, join=args.join),
       loss=args.loss, k=args.k, batch_size=args.batch_size or 0,
       learning_rate=args.learning_rate, lr_decay=args.lr_decay,
       lr_patience=args.lr_patience,
