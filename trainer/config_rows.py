@@ -43,17 +43,15 @@ def _count(mask, group, groups):
   return tf.math.unsorted_segment_sum(tf.cast(mask, tf.int32), group, groups)
 
 
-def changed_ops(dims, opcode, configurable, producers):
+def changed_ops(configurable, heads, producers):
   """Masks (L, R, S) over ops: layout may change; features may change; R
-  and the operands it reads (what computing R's features needs)."""
+  and the operands it reads (what computing R's features needs).
+
+  An op's layout changes with the config iff its layout head
+  (`layout_features.layout_heads`) is configurable.
+  """
   n = tf.shape(configurable)[0]
-  flag = tf.cast(configurable, tf.float32)[:, None]
-  default = tf.concat([-tf.ones([n, lf.CFG_WIDTH - 1]), flag], axis=1)
-  inherits = lf.inheriting(dims, opcode, default, producers)
-  first = tf.maximum(producers[0], 0)
-  changes = configurable
-  for _ in range(lf.PROPAGATION_STEPS):
-    changes = configurable | (inherits & tf.gather(changes, first))
+  changes = tf.gather(configurable, heads)
   reads = changes
   for p in producers:
     reads |= (p >= 0) & tf.gather(changes, tf.maximum(p, 0))
@@ -87,14 +85,15 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   nc_feat = graph.node_sets["node_config"]["feat"]
   configurable = tf.math.unsorted_segment_max(
       tf.ones_like(nc_op), nc_op, total) > 0
-  changes, reads, needed = changed_ops(dims, opcode, configurable, producers)
-
   # The compiler default (every config value -1) on every op, once.
   flag = tf.cast(configurable, tf.float32)[:, None]
   default = tf.concat([-tf.ones([total, lf.CFG_WIDTH - 1]), flag], axis=1)
+  heads = lf.layout_heads(lf.inheriting(dims, opcode, default, producers),
+                          producers)
+  changes, reads, needed = changed_ops(configurable, heads, producers)
   unit = lf.size_units(dims, n)
   static_layout = lf.effective_layouts(dims, current, opcode, default,
-                                       producers)
+                                       producers, heads=heads)
   static_phys = tf.concat([
       lf.physical_layout_features(dims, current, default, producers),
       lf.propagated_layout_features(dims, current, opcode, default,
@@ -132,7 +131,12 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   r_dims = tf.gather(dims, row_op)
   r_current = tf.gather(current, row_op)
   r_opcode = tf.gather(opcode, row_op)
-  fixed = (~tf.gather(changes, row_op), tf.gather(static_layout, row_op))
+  row_changes = tf.gather(changes, row_op)
+  fixed = (~row_changes, tf.gather(static_layout, row_op))
+  # A changing op's head changes too (it is configurable): in its rows.
+  row_heads = tf.where(row_changes,
+                       row_of(tf.gather(heads, row_op), row_config),
+                       tf.range(total_rows))
   # Non-zero at configurable ops only: computed on the config's values
   # there, with shapes from the graph, and placed in their rows.
   nc_cfg = tf.concat([nc_feat, tf.ones_like(nc_feat[:, :1])], axis=-1)
@@ -144,12 +148,16 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
       lf.chosen_layout_features(tf.gather(dims, nc_op),
                                 tf.gather(current, nc_op), operands, nc_cfg),
       tf.stack([total_rows, lf.PHYS_WIDTH]))
-  propagated = lf.propagated_layout_features(r_dims, r_current, r_opcode, cfg,
-                                             row_producers, fixed)
-  cost = lf.cost_scales(r_dims, r_opcode, cfg, physical, propagated,
-                        row_producers, tf.gather(unit, row_op))
+  # Features of the R rows only; the other rows are their operands.
   keep = tf.gather(reads, row_op)
-  row_op = tf.boolean_mask(row_op, keep)
+  kept = tf.cast(tf.where(keep)[:, 0], tf.int32)
+  propagated = lf.propagated_layout_features(
+      r_dims, r_current, r_opcode, cfg, row_producers, fixed, row_heads, kept)
+  physical, cfg = tf.gather(physical, kept), tf.gather(cfg, kept)
+  cost = lf.cost_scales(r_dims, tf.gather(r_opcode, kept), cfg, physical,
+                        propagated, row_producers,
+                        tf.gather(unit, tf.gather(row_op, kept)), kept)
+  row_op = tf.gather(row_op, kept)
   rows_per_config = tf.gather(_count(reads, op_example, num_examples),
                               comp_example)
 
@@ -179,10 +187,8 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
           "config_op": tfgnn.NodeSet.from_fields(
               sizes=rows_per_config,
               features={
-                  "phys": tf.boolean_mask(tf.concat([physical, propagated],
-                                                    1), keep),
-                  "cost_scale": tf.boolean_mask(cost, keep),
-                  "cfg": tf.boolean_mask(cfg, keep)}),
+                  "phys": tf.concat([physical, propagated], 1),
+                  "cost_scale": cost, "cfg": cfg}),
       },
       edge_sets={
           "feed": tfgnn.EdgeSet.from_fields(

@@ -164,7 +164,10 @@ def operand_producers(n, src, tgt):
 
 def propagated_layout_features(dims: tf.Tensor, current: tf.Tensor,
                                opcode: tf.Tensor, cfg: tf.Tensor, producers,
-                               fixed: Optional[tuple] = None) -> tf.Tensor:
+                               fixed: Optional[tuple] = None,
+                               heads: Optional[tf.Tensor] = None,
+                               rows: Optional[tf.Tensor] = None
+                               ) -> tf.Tensor:
   """Every op's layout under the config, and the copies it implies.
 
   XLA's layout assignment runs an elementwise op in its first operand's
@@ -200,17 +203,27 @@ def propagated_layout_features(dims: tf.Tensor, current: tf.Tensor,
     fixed: Optional ([N] bool, [N, 6] layouts): ops whose effective layout
       is given (known from the whole graph, see `effective_layouts`), for a
       part of a graph whose chains start outside it (`config_rows`).
+    heads: Optional `layout_heads` of the ops (see `effective_layouts`).
+    rows: Optional [R] op indices: the features of these ops only (the
+      others are needed as their operands and chain heads).
 
   Returns:
-    [N, PROPAGATED_WIDTH] float32: columns 0-4 the `_layout_phys` of the
+    [N (or R), PROPAGATED_WIDTH] float32: columns 0-4 the `_layout_phys` of the
     effective layout (4: PROP_PADDING), 5 "not the current layout", then
     per operand the conflict flag (PROP_COPY) and its log size, then per
     operand the moved-minor-dim flag (PROP_MOVED_MINOR).
   """
   elements = _element_counts(dims)
+  layouts = effective_layouts(dims, current, opcode, cfg, producers, fixed,
+                              heads)
+  # Below, the ops' own values are of `rows`; operands index all ops.
+  pick = (lambda x: x) if rows is None else (lambda x: tf.gather(x, rows))
+  all_dims, all_current = dims, current
+  dims, current, cfg, layout = (pick(x) for x in (dims, current, cfg,
+                                                  layouts))
+  producers = [pick(p) for p in producers]
   configurable = cfg[:, CONFIGURABLE] > 0
-  elementwise = _is_elementwise(opcode)
-  layout = effective_layouts(dims, current, opcode, cfg, producers, fixed)
+  elementwise = _is_elementwise(pick(opcode))
 
   def differ(a, b, shape):  # Over the dims of `shape` only (rest padding).
     rank = tf.reduce_sum(tf.cast(shape > 0, tf.int32), axis=1)
@@ -223,21 +236,23 @@ def propagated_layout_features(dims: tf.Tensor, current: tf.Tensor,
   for producer, group in zip(producers, _OPERANDS):
     has = producer >= 0
     p = tf.maximum(producer, 0)
-    operand_layout = tf.gather(layout, p)
+    operand_layout = tf.gather(layouts, p)
+    operand_dims = tf.gather(all_dims, p)
+    operand_current = tf.gather(all_current, p)
     reads_chosen = configurable & (cfg[:, group.start] >= 0)
     reads_as_is = configurable & ~reads_chosen
     # Same-shape elementwise ops read every operand in their own layout.
-    reads_own = elementwise & tf.reduce_all(tf.equal(
-        dims, tf.gather(dims, p)), axis=1)
+    reads_own = elementwise & tf.reduce_all(tf.equal(dims, operand_dims),
+                                            axis=1)
     wanted = tf.where(
         reads_chosen[:, None], cfg[:, group],
         tf.where(reads_as_is[:, None], operand_layout,
-                 tf.where(reads_own[:, None], layout, tf.gather(current, p))))
-    conflict = has & differ(wanted, operand_layout, tf.gather(dims, p))
+                 tf.where(reads_own[:, None], layout, operand_current)))
+    conflict = has & differ(wanted, operand_layout, operand_dims)
     size = tf.math.log(tf.gather(elements, p))
     conflict = tf.cast(conflict, tf.float32)
     parts += [conflict[:, None], (conflict * size)[:, None]]
-    moved.append(has & tf.not_equal(wanted[:, 0], tf.gather(current, p)[:, 0]))
+    moved.append(has & tf.not_equal(wanted[:, 0], operand_current[:, 0]))
   parts += [tf.cast(m, tf.float32)[:, None] for m in moved]
   return tf.concat(parts, axis=1)
 
@@ -256,26 +271,42 @@ def inheriting(dims, opcode, cfg, producers):
           tf.reduce_all(tf.equal(dims, tf.gather(dims, first)), axis=1))
 
 
+def layout_heads(inherits, producers) -> tf.Tensor:
+  """[N] int32: the op whose own layout each op runs in.
+
+  Itself, or for an op that inherits (`inheriting`) the head of its first
+  operand, followed at most PROPAGATION_STEPS ops up the chain. Config
+  independent: what a config changes is the heads' own layouts.
+  """
+  first = tf.maximum(producers[0], 0)
+  itself = tf.range(tf.shape(inherits)[0])
+  head = itself
+  for _ in range(PROPAGATION_STEPS):
+    head = tf.where(inherits, tf.gather(head, first), itself)
+  return head
+
+
 def effective_layouts(dims, current, opcode, cfg, producers,
-                      fixed: Optional[tuple] = None) -> tf.Tensor:
+                      fixed: Optional[tuple] = None,
+                      heads: Optional[tf.Tensor] = None) -> tf.Tensor:
   """[N, 6] float32: each op's output layout under the config.
 
   The chosen `out` of a configurable op (its current layout if the config
   leaves it to the compiler), followed at most PROPAGATION_STEPS ops down
   each same-shape elementwise chain; the current layout elsewhere. Ops in
   `fixed` (mask, layouts) keep the given layouts and start no chain walk.
+  `heads` (`layout_heads`), if the caller has them, saves the walk.
   """
   chosen = (cfg[:, CONFIGURABLE] > 0) & (cfg[:, _OUT.start] >= 0)
   own = tf.where(chosen[:, None], cfg[:, _OUT], current)
-  inherits = inheriting(dims, opcode, cfg, producers)
   if fixed is not None:
     own = tf.where(fixed[0][:, None], fixed[1], own)
-    inherits &= ~fixed[0]
-  first = tf.maximum(producers[0], 0)
-  layout = own
-  for _ in range(PROPAGATION_STEPS):
-    layout = tf.where(inherits[:, None], tf.gather(layout, first), own)
-  return layout
+  if heads is None:
+    inherits = inheriting(dims, opcode, cfg, producers)
+    if fixed is not None:
+      inherits &= ~fixed[0]
+    heads = layout_heads(inherits, producers)
+  return tf.gather(own, heads)
 
 
 PROPAGATED_WIDTH = 12
@@ -296,7 +327,8 @@ def size_units(dims: tf.Tensor, sizes: tf.Tensor) -> tf.Tensor:
 
 def cost_scales(dims: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
                 physical: tf.Tensor, propagated: tf.Tensor, producers,
-                unit: tf.Tensor) -> tf.Tensor:
+                unit: tf.Tensor, rows: Optional[tf.Tensor] = None
+                ) -> tf.Tensor:
   """Linear-scale sizes of what an op moves, relative to its graph.
 
   A roofline cost grows with the bytes moved, so an op's cost is a size
@@ -332,15 +364,21 @@ def cost_scales(dims: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
     producers: each op's first and second operand, as `operand_producers`
       gives them.
     unit: [N] `size_units` of each op's graph.
+    rows: Optional [R] op indices: the scales of these ops only; then
+      `opcode`, `cfg`, `physical`, `propagated` and `unit` are theirs ([R])
+      while `dims` and `producers` cover all ops (operands index them).
 
   Returns:
-    [N, COST_SCALE_WIDTH] float32.
+    [N (or R), COST_SCALE_WIDTH] float32.
   """
   elements = _element_counts(dims)
   # Each operand's element count; 0 where the op has no such operand (none,
   # or pruned away).
   operand = [tf.where(p >= 0, tf.gather(elements, tf.maximum(p, 0)), 0.0)
              for p in producers]
+  if rows is not None:
+    elements = tf.gather(elements, rows)
+    operand = [tf.gather(x, rows) for x in operand]
   padding = tf.exp(propagated[:, PROP_PADDING])
   parts = [elements * padding] + [propagated[:, c] * size
                                   for c, size in zip(PROP_COPY, operand)]
