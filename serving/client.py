@@ -14,9 +14,11 @@ from typing import Optional
 import grpc
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
+from conversion import options as conversion_options
 from schemas.errors import fail
 from serving import options
 from serving import protocol
+from trainer import call_cost
 
 DEFAULT_MODEL = options.MODEL_NAME
 MAX_MESSAGE_BYTES = 256 << 20
@@ -92,6 +94,12 @@ class RestClient:
     return protocol.parse_rest_response(_with_retries(
         lambda: self._call(self._path + ":predict", body), self._retries))
 
+  def rank(self, **arrays) -> dict:
+    """{"scores": [configs]} of one graph's npz arrays (`rank` signature)."""
+    body = protocol.rest_rank_request(arrays)
+    return {"scores": protocol.parse_rest_rank_response(_with_retries(
+        lambda: self._call(self._path + ":predict", body), self._retries))}
+
 
 class GrpcClient:
   """Predicts through TF Serving's gRPC PredictionService.
@@ -121,6 +129,12 @@ class GrpcClient:
     return protocol.parse_grpc_response(
         _with_retries(lambda: self._predict(request), self._retries))
 
+  def rank(self, **arrays) -> dict:
+    """{"scores": [configs]} of one graph's npz arrays (`rank` signature)."""
+    request = protocol.grpc_rank_request(arrays, self._model, self._version)
+    return {"scores": protocol.parse_grpc_rank_response(
+        _with_retries(lambda: self._predict(request), self._retries))}
+
   def _predict(self, request):
     try:
       return self._stub.Predict(request, timeout=self._timeout)
@@ -136,6 +150,20 @@ class GrpcClient:
 
   def close(self):
     self._channel.close()
+
+
+def configs_per_request(graph) -> int:
+  """Configs per `rank` request of a (pruned) graph: what the call budget
+  allows (the late join's), and at most a quarter of the server's request
+  size limit as JSON (~6 bytes a value)."""
+  per_config = 6 * 18 * max(len(graph.node_config_ids), 1) if (
+      graph.kind == "layout") else 6 * 24
+  most = min(conversion_options.RANK_K["late"],
+             options.MAX_REQUEST_BYTES // 4 // per_config)
+  if graph.kind != "layout":
+    return max(1, most)
+  return int(call_cost.configs_per_example(
+      graph.num_nodes, len(graph.node_config_ids), "late", most=max(most, 1)))
 
 
 def connect(server: str, model: str = DEFAULT_MODEL,

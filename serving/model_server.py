@@ -70,6 +70,8 @@ class Loaded:
   version: int
   predict: Callable
   join: str = "late"  # The layout model's join: how examples cost.
+  rank: Optional[Callable] = None  # The plain-tensor signature, if any.
+  kind: Optional[str] = None  # "tile" or "layout", from its metadata.
 
 
 class ModelManager:
@@ -97,16 +99,18 @@ class ModelManager:
         continue
       path = f"{self.base}/{name}/{newest}"
       try:
-        fn = tf.saved_model.load(path).signatures[protocol.SIGNATURE]
+        signatures = tf.saved_model.load(path).signatures
+        fn = signatures[protocol.SIGNATURE]
       except Exception as e:  # pylint: disable=broad-except
         # A broken version must not take the server (or the old one) down.
         self._errors[name] = f"{path}: {e}"
         logging.error("could not load %s: %s", path, e)
         continue
       with self._lock:
+        metadata = export.metadata_or_empty(path)
         self._models[name] = Loaded(
-            name, newest, fn,
-            export.model_join(export.metadata_or_empty(path)))
+            name, newest, fn, export.model_join(metadata),
+            signatures.get(protocol.RANK_SIGNATURE), metadata.get("kind"))
       logging.info("serving %s version %d", name, newest)
 
   def start(self) -> None:
@@ -145,9 +149,9 @@ def predict(loaded: Loaded, serialized: list[bytes]):
   try:
     out = loaded.predict(examples=tf.constant(serialized, dtype=tf.string))
   except (tf.errors.InvalidArgumentError, ValueError) as e:
-    message = str(e).strip().splitlines()[0][:500]
-    raise protocol.RequestError(f"examples: could not be parsed as tpurank "
-                                f"GraphTensor tf.Examples: {message}") from e
+    raise protocol.RequestError(
+        f"examples: could not be parsed as tpurank GraphTensor tf.Examples: "
+        f"{protocol.tf_error_line(e)}") from e
   return out["scores"].numpy(), out["config_index"].numpy()
 
 
@@ -178,6 +182,39 @@ class Predictor:
     self._max_op_copies = max_op_copies
     self.calls = 0  # Model calls so far (requests may take several).
 
+  def _acquire(self):
+    if not self.slots.acquire(timeout=self._queue):
+      raise Busy(f"server busy: {self._max_concurrent} requests predicting "
+                 f"and no slot freed within {self._queue:g} s; retry later")
+
+  def rank(self, name: str, version: Optional[int], arrays: dict):
+    """(loaded, scores) of one graph's arrays through the `rank` signature,
+    which bounds its memory itself (configs in chunks); raises NotFound,
+    Busy or protocol.RequestError (wrong kind, missing or non-finite
+    arrays)."""
+    loaded = self.manager.get(name, version)
+    if loaded.rank is None:
+      raise protocol.RequestError(
+          f"signature_name: model {name} version {loaded.version} has no "
+          f"{protocol.RANK_SIGNATURE!r} signature (exported before it "
+          "existed): send examples to serving_default")
+    wanted = set(loaded.rank.structured_input_signature[1])
+    if set(arrays) != wanted:
+      raise protocol.RequestError(
+          f"inputs: this {loaded.kind or ''} model's rank signature takes "
+          f"{sorted(wanted)}, found {sorted(arrays)} (a graph of the "
+          "other kind?)")
+    self._acquire()
+    try:
+      self.calls += 1
+      out = loaded.rank(**{k: tf.constant(v) for k, v in arrays.items()})
+      return loaded, out["scores"].numpy()
+    except (tf.errors.InvalidArgumentError, ValueError) as e:
+      raise protocol.RequestError(
+          f"inputs: {protocol.tf_error_line(e)}") from e
+    finally:
+      self.slots.release()
+
   def __call__(self, name: str, version: Optional[int],
                serialized: list[bytes]):
     """(loaded, scores, config_index); raises NotFound, TooLarge, Busy or
@@ -189,9 +226,7 @@ class Predictor:
                      f"`tpurank rank --batch {self._max_examples}`)")
     if not serialized:
       raise protocol.RequestError("examples: none given")
-    if not self.slots.acquire(timeout=self._queue):
-      raise Busy(f"server busy: {self._max_concurrent} requests predicting "
-                 f"and no slot freed within {self._queue:g} s; retry later")
+    self._acquire()
 
     def call(group):
       self.calls += 1
@@ -290,6 +325,12 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
     raw = self.rfile.read(int(length))
     try:
       body = json.loads(raw)
+      if (isinstance(body, dict) and
+          protocol.signature_of(body) == protocol.RANK_SIGNATURE):
+        _, scores = self.predictor.rank(
+            name, version, protocol.parse_rest_rank_request(body))
+        self._send(200, protocol.rest_rank_response(scores))
+        return
       serialized, columnar = protocol.parse_rest_request(body)
       _, scores, index = self.predictor(name, version, serialized)
     except (NotFound, TooLarge, Busy) as e:
@@ -315,6 +356,12 @@ class _PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     version = (request.model_spec.version.value
                if request.model_spec.HasField("version") else None)
     try:
+      if protocol.signature_of(request) == protocol.RANK_SIGNATURE:
+        loaded, scores = self._predictor.rank(
+            request.model_spec.name, version,
+            protocol.parse_grpc_rank_request(request))
+        return protocol.grpc_rank_response(scores, loaded.name,
+                                           loaded.version)
       loaded, scores, index = self._predictor(
           request.model_spec.name, version,
           protocol.parse_grpc_request(request))

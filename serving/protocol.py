@@ -11,6 +11,11 @@ server alike:
 * gRPC `tensorflow.serving.PredictionService/Predict` with a PredictRequest
   whose input `examples` is a DT_STRING tensor of serialized examples; the
   outputs `scores` (float) and `config_index` (int64) are [n, K_max].
+* The `rank` signature (`signature_name: "rank"`): one graph's npz arrays
+  as named inputs (REST `{"signature_name": "rank", "inputs": {"node_feat":
+  [[...]], ...}}`, gRPC tensors), answered with `scores` [configs] (REST
+  `{"outputs": {"scores": [...]}}`). No client-side preprocessing beyond
+  the pruning the model was trained with.
 """
 
 import base64
@@ -23,10 +28,25 @@ from tensorflow_serving.apis import predict_pb2
 SIGNATURE = "serving_default"
 INPUT = "examples"
 OUTPUTS = ("scores", "config_index")
+RANK_SIGNATURE = "rank"  # As `trainer.export.RANK_SIGNATURE`.
+# The `rank` inputs and their dtypes (`schemas.graph_tensor.ARRAY_SPECS`).
+RANK_DTYPES = {"node_feat": np.float32, "node_opcode": np.int64,
+               "edge_index": np.int64, "node_config_ids": np.int64,
+               "node_config_feat": np.float32, "config_feat": np.float32}
 
 
 class RequestError(ValueError):
   """A malformed request (the server answers 400 / INVALID_ARGUMENT)."""
+
+
+def tf_error_line(error: Exception) -> str:
+  """The one line of a TensorFlow error that says what was wrong (not the
+  graph-execution preamble or the Python frames), at most 500 chars."""
+  text = getattr(error, "message", None) or str(error)
+  lines = [l.strip() for l in text.splitlines() if l.strip() and not (
+      l.startswith((" ", "\t", "[[")) or
+      l.startswith(("Graph execution error", "Detected at node")))]
+  return (lines[-1] if lines else text.strip())[:500]
 
 
 def rest_request(serialized: list[bytes]) -> dict:
@@ -140,3 +160,89 @@ def parse_grpc_response(response: predict_pb2.PredictResponse
                         ) -> tuple[np.ndarray, np.ndarray]:
   return (tf.make_ndarray(response.outputs["scores"]),
           tf.make_ndarray(response.outputs["config_index"]))
+
+
+def signature_of(body_or_request) -> str:
+  """The signature a REST body (dict) or gRPC PredictRequest asks for."""
+  if isinstance(body_or_request, dict):
+    return body_or_request.get("signature_name") or SIGNATURE
+  return body_or_request.model_spec.signature_name or SIGNATURE
+
+
+def _rank_array(name: str, value) -> np.ndarray:
+  if name not in RANK_DTYPES:
+    raise RequestError(f"inputs: unknown input {name!r}; the rank signature "
+                       f"takes {sorted(RANK_DTYPES)}")
+  try:
+    return np.asarray(value, dtype=RANK_DTYPES[name])
+  except (TypeError, ValueError, OverflowError) as e:
+    raise RequestError(f"inputs[{name!r}]: expected a numeric array ("
+                       f"{np.dtype(RANK_DTYPES[name]).name}): {e}") from e
+
+
+def rest_rank_request(arrays: dict) -> dict:
+  """The REST body (columnar) asking the `rank` signature of one graph."""
+  return {"signature_name": RANK_SIGNATURE,
+          "inputs": {k: np.asarray(v).tolist() for k, v in arrays.items()}}
+
+
+def parse_rest_rank_request(body: dict) -> dict:
+  """The named arrays of a REST `rank` body."""
+  inputs = body.get("inputs")
+  if not isinstance(inputs, dict) or not inputs:
+    raise RequestError("inputs: expected an object of named arrays (the "
+                       "rank signature takes the columnar format)")
+  return {k: _rank_array(k, v) for k, v in inputs.items()}
+
+
+def rest_rank_response(scores: np.ndarray) -> dict:
+  return {"outputs": {"scores": scores.tolist()}}
+
+
+def parse_rest_rank_response(body: dict) -> np.ndarray:
+  return np.array(body["outputs"]["scores"], np.float32)
+
+
+def grpc_rank_request(arrays: dict, model: str,
+                      version: Optional[int] = None
+                      ) -> predict_pb2.PredictRequest:
+  """The gRPC PredictRequest asking the `rank` signature of one graph."""
+  request = predict_pb2.PredictRequest()
+  request.model_spec.name = model
+  request.model_spec.signature_name = RANK_SIGNATURE
+  if version is not None:
+    request.model_spec.version.value = int(version)
+  for k, v in arrays.items():
+    request.inputs[k].CopyFrom(tf.make_tensor_proto(
+        np.asarray(v, RANK_DTYPES[k])))
+  return request
+
+
+def parse_grpc_rank_request(request: predict_pb2.PredictRequest) -> dict:
+  """The named arrays of a gRPC `rank` request."""
+  arrays = {}
+  for k, tensor in request.inputs.items():
+    try:
+      arrays[k] = _rank_array(k, tf.make_ndarray(tensor))
+    except (TypeError, ValueError) as e:
+      if isinstance(e, RequestError):
+        raise
+      raise RequestError(f"inputs[{k!r}]: not a valid tensor: {e}") from e
+  if not arrays:
+    raise RequestError("inputs: expected the graph's named arrays")
+  return arrays
+
+
+def grpc_rank_response(scores: np.ndarray, model: str,
+                       version: int) -> predict_pb2.PredictResponse:
+  response = predict_pb2.PredictResponse()
+  response.model_spec.name = model
+  response.model_spec.signature_name = RANK_SIGNATURE
+  response.model_spec.version.value = int(version)
+  response.outputs["scores"].CopyFrom(tf.make_tensor_proto(scores))
+  return response
+
+
+def parse_grpc_rank_response(response: predict_pb2.PredictResponse
+                             ) -> np.ndarray:
+  return tf.make_ndarray(response.outputs["scores"])

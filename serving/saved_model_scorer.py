@@ -79,21 +79,27 @@ def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
 
 def score_graph_arrays(rank: Callable, graph: npz_format.Graph,
                        chunk: int) -> np.ndarray:
-  """Scores every config of a (pruned) graph through the model's plain-tensor
+  """Scores every config of a (pruned) graph through a model's plain-tensor
   `rank` signature (`trainer.export`), `chunk` configs per call.
+
+  Args:
+    rank: `rank(**arrays) -> {"scores": [configs]}`: the in-process
+      signature or a client's `rank`.
+    graph: The graph, pruned as the model was trained.
+    chunk: Configs per call.
 
   Returns:
     [num_configs] scores, lower = predicted faster, by config index.
   """
-  arrays = {"node_feat": tf.constant(graph.node_feat, tf.float32),
-            "node_opcode": tf.constant(graph.node_opcode, tf.int64),
-            "edge_index": tf.constant(graph.edge_index, tf.int64)}
+  arrays = {"node_feat": graph.node_feat.astype(np.float32, copy=False),
+            "node_opcode": graph.node_opcode.astype(np.int64),
+            "edge_index": graph.edge_index.astype(np.int64, copy=False)}
   key = "config_feat"
   if graph.kind == npz_format.LAYOUT:
-    arrays["node_config_ids"] = tf.constant(graph.node_config_ids, tf.int64)
+    arrays["node_config_ids"] = graph.node_config_ids.astype(np.int64)
     key = "node_config_feat"
-  parts = [rank(**arrays, **{key: tf.constant(feat, tf.float32)})[
-      "scores"].numpy() for feat in graph.iter_config_feat(chunk)]
+  parts = [np.asarray(rank(**arrays, **{key: feat})["scores"])
+           for feat in graph.iter_config_feat(chunk)]
   if not parts:
     return np.zeros(0, np.float64)
   return np.concatenate(parts).astype(np.float64)

@@ -14,7 +14,8 @@ The `rank` signature takes one graph as plain tensors, the arrays of its
 for layout or `config_feat` for tile, any number of configs), and returns
 `scores` [configs] (lower = predicted faster). It runs the configs in
 chunks within the call budget (`call_cost`), so a request's memory is
-bounded by its own arrays, and refuses non-finite features.
+bounded by its own arrays. Both signatures refuse non-finite features
+(InvalidArgumentError naming the feature: a 400 from a server).
 
 Only standard TensorFlow ops are inside: loading and calling it needs neither
 TF-GNN nor this package.
@@ -59,6 +60,12 @@ class ServingModule(tf.Module):
                                                 name="examples")])
     def serve(examples):
       graph = input_fn.parse_batch(kind, examples)
+      config_set = "config" if kind == npz_format.TILE else "node_config"
+      for name, value in (("op.feat", graph.node_sets["op"]["feat"]),
+                          (f"{config_set}.feat",
+                           graph.node_sets[config_set]["feat"])):
+        tf.debugging.assert_all_finite(
+            value, f"{name}: expected finite values, found NaN or Inf")
       out = score_model(graph_ops.expand(kind, graph, join),
                         training=False)
       config = graph.node_sets["config"]

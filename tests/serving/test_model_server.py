@@ -1,6 +1,7 @@
 """Tests for the local TF Serving–compatible server and its clients."""
 
 import base64
+import dataclasses
 import json
 import os
 import threading
@@ -14,9 +15,11 @@ import pytest
 from tensorflow_serving.apis import get_model_status_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import predict_pb2
+from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from conversion import examples
 from conversion import prune
+from schemas import graph_tensor
 from schemas import npz_format
 from serving import call_budget
 from serving import client
@@ -26,6 +29,7 @@ from serving import protocol
 from serving import saved_model_scorer
 from tests.serving.conftest import build_model
 from tpurank import cli
+from trainer import call_cost
 from trainer import export
 
 
@@ -189,8 +193,12 @@ def test_large_requests_run_in_groups_with_the_same_scores(repository,
   base, path = repository
   exs = _examples(layout_npz, k=3)[:3]
   copies = [call_budget.op_copies(e) for e in exs]
-  pruned = prune.prune(npz_format.load_graph(layout_npz), 2).num_nodes
-  assert copies == [3 * pruned] * 3  # The pruned graph once per config.
+  pruned = prune.prune(npz_format.load_graph(layout_npz), 2)
+  # The late join: the pruned graph once, and rows per config.
+  assert copies == [call_cost.example_cost(
+      pruned.num_nodes, 3, len(pruned.node_config_ids), "late")] * 3
+  assert copies[0] < call_cost.example_cost(
+      pruned.num_nodes, 3, len(pruned.node_config_ids), "early")
   want = saved_model_scorer.SavedModelScorer(path).score_examples(exs)
   with model_server.ModelServer(base, rest_port=0, grpc_port=None,
                                 max_op_copies=max(copies)) as srv:
@@ -283,3 +291,82 @@ def test_serve_command_starts_answers_and_stops(repository):
   finally:
     proc.terminate()
     assert proc.wait(timeout=30) == 0
+
+
+def _arrays(npz, hops=1):
+  """The `rank` request of a graph: its pruned arrays, every config."""
+  g = prune.prune(npz_format.load_graph(npz), hops)
+  arrays = {"node_feat": g.node_feat, "node_opcode": g.node_opcode,
+            "edge_index": g.edge_index}
+  feat = g.take_config_feat(np.arange(g.num_configs))
+  if g.kind == "tile":
+    arrays["config_feat"] = feat
+  else:
+    arrays["node_config_ids"] = g.node_config_ids
+    arrays["node_config_feat"] = feat
+  return g, arrays
+
+
+def test_rank_signature_over_rest_and_grpc_scores_like_in_process(
+    server, repository, layout_npz):
+  _, path = repository
+  g, arrays = _arrays(layout_npz)
+  local = saved_model_scorer.SavedModelScorer(path)
+  want = local.score_graph(npz_format.load_graph(layout_npz), "x", hops=1)
+  assert len(want) == g.num_configs
+  for url in (f"http://127.0.0.1:{server.rest_port}",
+              f"grpc://127.0.0.1:{server.grpc_port}"):
+    got = client.connect(url).rank(**arrays)["scores"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # In chunks of configs, as `tpurank rank --server` sends them.
+    chunked = saved_model_scorer.score_graph_arrays(
+        client.connect(url).rank, g, 3)
+    np.testing.assert_allclose(chunked, want, rtol=1e-5, atol=1e-6)
+
+
+def test_rank_signature_refuses_the_other_kind_and_non_finite_input(
+    server, layout_npz, tile_npz):
+  _, tile = _arrays(tile_npz)
+  _, layout = _arrays(layout_npz)
+  layout["node_feat"] = layout["node_feat"].astype(np.float32)
+  layout["node_feat"][0, 0] = np.nan
+  for arrays, fragment in ((tile, "other kind"), (layout, "node_feat")):
+    status, body = _post(server.rest_port, "/v1/models/tpurank:predict",
+                         json.dumps(protocol.rest_rank_request(
+                             arrays)).replace("NaN", "null").encode())
+    assert status == 400 and fragment in body["error"], body
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(
+        grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+    with pytest.raises(grpc.RpcError) as e:
+      stub.Predict(protocol.grpc_rank_request(arrays, "tpurank"), timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert fragment in e.value.details()
+
+
+def test_one_example_over_the_call_budget_is_refused_not_run(repository,
+                                                             layout_npz):
+  base, _ = repository
+  exs = _examples(layout_npz, k=8)[:1]
+  cost = call_budget.op_copies(exs[0])
+  with model_server.ModelServer(base, rest_port=0, grpc_port=0,
+                                max_op_copies=int(cost) - 1) as srv:
+    status, body = _post(srv.rest_port, "/v1/models/tpurank:predict",
+                         json.dumps(protocol.rest_request(exs)).encode())
+    assert status == 413 and "call budget" in body["error"]
+    assert srv.predictor.calls == 0  # Refused before any model call.
+    with pytest.raises(client.ServerError, match="RESOURCE_EXHAUSTED"):
+      client.connect(f"grpc://127.0.0.1:{srv.grpc_port}").score_examples(exs)
+
+
+def test_examples_with_non_finite_features_get_400_not_nan(server,
+                                                           layout_npz):
+  g = prune.prune(npz_format.load_graph(layout_npz), 1)
+  feat = g.node_feat.astype(np.float32)
+  feat[1, 2] = np.inf
+  bad = dataclasses.replace(g, node_feat=feat)
+  idx = np.arange(3)
+  ex = graph_tensor.serialize(graph_tensor.build(
+      bad, "x", idx, g.take_config_feat(idx)))
+  status, body = _post(server.rest_port, "/v1/models/tpurank:predict",
+                       json.dumps(protocol.rest_request([ex])).encode())
+  assert status == 400 and "op.feat" in body["error"], body

@@ -4,6 +4,7 @@
 import numpy as np
 
 from conversion import options
+from conversion import prune
 from schemas import npz_format
 from schemas.errors import fail
 from serving import model_repository
@@ -29,14 +30,12 @@ def add_parser(sub):
   p.add_argument("--model-version", type=int, default=None,
                  help="model version on the server (default: the served one)")
   p.add_argument("--k", type=int, default=None,
-                 help="configs per example; requests carry --batch "
-                 "examples (default: as many as the model's call budget "
-                 f"allows, at most {options.RANK_K})")
+                 help="configs per model call (default: as many as the "
+                 "call budget allows, at most by layout join "
+                 f"{options.RANK_K})")
   p.add_argument("--batch", type=int, default=None,
-                 help=f"examples per model call (default: {options.RANK_BATCH})")
-  p.add_argument("--join", choices=sorted(options.RANK_K), default="late",
-                 help="with --server: the served model's layout join (an "
-                 "early-join model needs small examples)")
+                 help="examples per model call, for models without the "
+                 f"plain-tensor signature (default: {options.RANK_BATCH})")
   p.add_argument("--top", type=int, default=5)
   p.add_argument("--collection", default=None,
                  help="collection name for the graph id (default: from path)")
@@ -57,9 +56,11 @@ def run(args) -> int:
     from serving import client  # pylint: disable=g-import-not-at-top
     model_dir = f"{args.server} ({args.model_name})"
     scorer = client.connect(args.server, args.model_name, args.model_version)
-    scores = saved_model_scorer.score_graph(scorer.score_examples, graph,
-                                            gid, args.k, args.batch,
-                                            join=args.join)
+    # The graph's arrays to the `rank` signature, pruned with the default
+    # hops (a server does not expose the model's own).
+    sub = prune.prune(graph, options.DEFAULT_HOPS)
+    scores = saved_model_scorer.score_graph_arrays(
+        scorer.rank, sub, args.k or client.configs_per_request(sub))
   else:
     model_dir = model_repository.resolve_model_dir(args.model)
     scores = saved_model_scorer.SavedModelScorer(
