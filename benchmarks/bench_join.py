@@ -7,9 +7,16 @@ For each join, an untrained default-architecture layout model (speed does
 not depend on the weights) ranks, after one warm-up:
 
 * every config of a ~10k-node SIMULATED graph in-process (npz path ->
-  scores: load, prune, examples, model), and through `tpurank serve` REST;
+  scores: load, prune, the plain-tensor `rank` signature), and through
+  `tpurank serve` REST and gRPC (the same signature, as `tpurank rank
+  --server` calls it);
 * every config of a 1k-node graph with 100k configs in-process, in a child
-  process whose peak RSS is read.
+  process whose peak RSS is read;
+* and trains (XLA, padded, default batch of 4 graphs) on a ~44k-node graph
+  for a few timed steps: configs/s and peak RSS, at K=16 configs per
+  example and, for the late join, at K=64 too. Training reads chunks of K
+  configs, so the graph's own config count (here 2,000) does not change
+  the per-step cost.
 
 Every measurement runs in its own child process, one after the other, and
 the report (benchmarks/results/join.md + .json) gives the command.
@@ -54,6 +61,38 @@ def make_model(graph_path: str, base: str, join: str) -> str:
                      join)
 
 
+TRAIN_STEPS = 6
+
+
+def train_speed(args) -> dict:
+  """(child) configs/s of a few training steps on one graph."""
+  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf
+  from conversion import examples
+  from conversion import options
+  from schemas import npz_format
+  from trainer import hparams
+  from trainer import train as train_lib
+  work = args.work
+  records = os.path.join(work, f"train-{args.k}.tfrecord.gz")
+  g = npz_format.load_graph(args.graph)
+  with tf.io.TFRecordWriter(records, options="GZIP") as w:
+    for e in examples.graph_examples(g, "layout:xla:random:g", args.k,
+                                      "train", hops=options.DEFAULT_HOPS,
+                                      max_examples=2 * TRAIN_STEPS * 4):
+      w.write(e)
+  cfg = hparams.TrainConfig(
+      collection="layout:xla:random", train_files=[records],
+      valid_files=[records], out_dir=os.path.join(
+          work, f"run-{args.join}-{args.k}"), epochs=2,
+      steps_per_epoch=TRAIN_STEPS, max_minutes=60, verbose=0, export=False,
+      k=args.k, model=hparams.ModelConfig(kind="layout", join=args.join))
+  summary = train_lib.train(cfg)
+  return {"configs_per_s": summary["examples_per_second"] * args.k,
+          "step_s": summary["step_seconds"] / summary["timed_steps"],
+          "peak_rss_mb": _peak_rss_mb()}
+
+
 def _peak_rss_mb() -> float:
   with open("/proc/self/status") as f:
     for line in f:
@@ -65,14 +104,19 @@ def _peak_rss_mb() -> float:
 def measure(args) -> dict:
   """(child) Ranks one graph with one model (in-process or REST), twice."""
   # pylint: disable=g-import-not-at-top
+  from conversion import options
+  from conversion import prune
   from schemas import npz_format
   from serving import client
   from serving import saved_model_scorer
   if args.server:
     c = client.connect(args.server)
-    score = lambda: saved_model_scorer.score_graph(
-        c.score_examples, npz_format.load_graph(args.graph), "layout:x:g",
-        join=args.join)
+
+    def score():  # As `tpurank rank --server`: the `rank` signature.
+      sub = prune.prune(npz_format.load_graph(args.graph),
+                        options.DEFAULT_HOPS)
+      return saved_model_scorer.score_graph_arrays(
+          c.rank, sub, client.configs_per_request(sub))
   else:
     scorer = saved_model_scorer.SavedModelScorer(args.model)
     score = lambda: scorer.score_graph(npz_format.load_graph(args.graph),
@@ -99,15 +143,19 @@ def main():
   parser.add_argument("--configs", type=int, default=1000)
   parser.add_argument("--big-nodes", type=int, default=1000)
   parser.add_argument("--big-configs", type=int, default=100000)
+  parser.add_argument("--train-nodes", type=int, default=44000)
   parser.add_argument("--report", default="benchmarks/results/join.md")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   parser.add_argument("--graph", help=argparse.SUPPRESS)
   parser.add_argument("--model", help=argparse.SUPPRESS)
   parser.add_argument("--server", help=argparse.SUPPRESS)
-  parser.add_argument("--join", default="late", help=argparse.SUPPRESS)
+  parser.add_argument("--train", action="store_true", help=argparse.SUPPRESS)
+  parser.add_argument("--join", help=argparse.SUPPRESS)
+  parser.add_argument("--k", type=int, help=argparse.SUPPRESS)
+  parser.add_argument("--work", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
-    print(json.dumps(measure(args)))
+    print(json.dumps(train_speed(args) if args.train else measure(args)))
     return
   # pylint: disable=g-import-not-at-top
   import numpy as np
@@ -116,7 +164,8 @@ def main():
   with tempfile.TemporaryDirectory() as tmp:
     graphs = {}
     for name, nodes, configs in (("mid", args.nodes, args.configs),
-                                 ("big", args.big_nodes, args.big_configs)):
+                                 ("big", args.big_nodes, args.big_configs),
+                                 ("train", args.train_nodes, 2000)):
       graphs[name] = os.path.join(tmp, f"{name}.npz")
       n, c = synth.write_layout_graph(
           graphs[name], np.random.default_rng(0), synth.SCALES["full"], "xla",
@@ -134,19 +183,23 @@ def main():
           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
       try:
         info = json.loads(server.stdout.readline())
-        r = _child("--graph", graphs["mid"], "--server", info["rest"],
-                   "--join", join)
-        row["rest_s"] = r["seconds"]
+        for name in ("rest", "grpc"):
+          r = _child("--graph", graphs["mid"], "--server", info[name])
+          row[f"{name}_s"] = r["seconds"]
       finally:
         server.terminate()
         server.wait()
       r = _child("--graph", graphs["big"], "--model", model)
       row["big_s"], row["big_rss_mb"] = r["seconds"], r["peak_rss_mb"]
+      for k in (16, 64) if join == "late" else (16,):
+        r = _child("--train", "--graph", graphs["train"], "--join", join,
+                   "--k", str(k), "--work", tmp)
+        row[f"train_k{k}"] = r
       rows.append(row)
       print(json.dumps(row), flush=True)
   cmd = (f"python -m benchmarks.bench_join --nodes {args.nodes} --configs "
          f"{args.configs} --big-nodes {args.big_nodes} --big-configs "
-         f"{args.big_configs}")
+         f"{args.big_configs} --train-nodes {args.train_nodes}")
   lines = [
       "# Late vs early join: layout ranking speed and memory", "",
       "SIMULATED graphs (`tpurank synth`), untrained default-architecture "
@@ -156,13 +209,24 @@ def main():
       f"Graphs: {graphs['mid_desc']} (rank, REST); {graphs['big_desc']} "
       "(bulk).", "",
       "| join | rank in-process (s) | peak RSS (MB) | rank via REST (s) | "
-      "bulk in-process (s) | bulk configs/s | bulk peak RSS (MB) |",
-      "|---|---|---|---|---|---|---|"]
+      "rank via gRPC (s) | bulk in-process (s) | bulk configs/s | "
+      "bulk peak RSS (MB) |",
+      "|---|---|---|---|---|---|---|---|"]
   for r in rows:
     lines.append(
         f"| {r['join']} | {r['rank_s']:.2f} | {r['rank_rss_mb']:.0f} | "
-        f"{r['rest_s']:.2f} | {r['big_s']:.1f} | "
+        f"{r['rest_s']:.2f} | {r['grpc_s']:.2f} | {r['big_s']:.1f} | "
         f"{args.big_configs / r['big_s']:.0f} | {r['big_rss_mb']:.0f} |")
+  lines += ["", f"Training on {graphs['train_desc']} (batch 4 graphs x K "
+            "configs, XLA, padded):", "",
+            "| join | K | configs/s | s/step | peak RSS (MB) |",
+            "|---|---|---|---|---|"]
+  for r in rows:
+    for k in (16, 64):
+      t = r.get(f"train_k{k}")
+      if t:
+        lines.append(f"| {r['join']} | {k} | {t['configs_per_s']:.1f} | "
+                     f"{t['step_s']:.2f} | {t['peak_rss_mb']:.0f} |")
   report.write_report(args.report, lines)
   report.write_json(args.report, {"command": cmd, "rows": rows})
 

@@ -258,21 +258,47 @@ _GRPC_CODES = {NotFound: grpc.StatusCode.NOT_FOUND,
 
 
 class _RestHandler(http.server.BaseHTTPRequestHandler):
-  """TF Serving's REST API over the manager."""
+  """TF Serving's REST API over the manager.
+
+  One request is exactly the bytes its Content-Length says: a body framed
+  otherwise (Transfer-Encoding) is refused and the connection closed after
+  any framing error, so no body is ever read as the next request. Every
+  answer is JSON, and a client fault logs one line, no traceback.
+  """
 
   manager: ModelManager = None
   predictor: Predictor = None
   max_bytes: int = options.MAX_REQUEST_BYTES
+  timeout = options.READ_TIMEOUT_SECONDS  # Socket timeout (StreamRequestHandler).
   protocol_version = "HTTP/1.1"
 
-  def log_message(self, fmt, *args):  # Quiet: one line per error only.
+  def log_message(self, fmt, *args):  # Requests are logged by `_send`.
     pass
 
+  def send_error(self, code, message=None, explain=None):
+    """The base class's errors (bad request line, 431, 501...) as JSON."""
+    self.close_connection = True
+    # An unparsable request line leaves HTTP/0.9, which has no status line
+    # or headers: answer in HTTP/1.1 all the same.
+    self.request_version = "HTTP/1.1"
+    try:
+      phrase = http.HTTPStatus(code).phrase
+    except ValueError:
+      phrase = "error"
+    self._send(code, {"error": message or explain or phrase})
+
   def _send(self, code: int, body: dict):
+    if code >= 400:
+      # (A request line that did not parse has no command or path yet.)
+      logging.warning("%s %s -> %d: %s", self.command or "-",
+                      getattr(self, "path", "-"), code,
+                      str(body.get("error", ""))[:200])
     data = json.dumps(body).encode()
     self.send_response(code)
     if code == 429:
       self.send_header("Retry-After", "1")
+    if self.close_connection:
+      self.send_header("Connection", "close")
     self.send_header("Content-Type", "application/json")
     self.send_header("Content-Length", str(len(data)))
     self.end_headers()
@@ -307,8 +333,15 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
     if not verb:
       self._send(405, {"error": "POST needs :predict"})
       return
+    if self.headers.get("Transfer-Encoding") is not None:
+      self.close_connection = True
+      self._send(400 if self.headers.get("Content-Length") else 411,
+                 {"error": "Transfer-Encoding is not supported: send the "
+                           "body with a Content-Length"})
+      return
     length = self.headers.get("Content-Length")
     if length is None or not length.isdigit():
+      self.close_connection = True
       self._send(411, {"error": "Content-Length required"})
       return
     if int(length) > self.max_bytes:
@@ -323,6 +356,11 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
                                 f"limit of {self.max_bytes}"})
       return
     raw = self.rfile.read(int(length))
+    if len(raw) < int(length):  # The client stopped sending (or timed out).
+      self.close_connection = True
+      self._send(400, {"error": f"body: expected {length} bytes, got "
+                                f"{len(raw)}"})
+      return
     try:
       body = json.loads(raw)
       if (isinstance(body, dict) and
@@ -336,8 +374,9 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
     except (NotFound, TooLarge, Busy) as e:
       self._send(_REST_CODES[type(e)], {"error": str(e)})
       return
-    except (ValueError, protocol.RequestError) as e:  # JSON errors too.
-      self._send(400, {"error": str(e)})
+    except (ValueError, RecursionError, protocol.RequestError) as e:
+      # JSON errors too, and JSON nested too deep to parse.
+      self._send(400, {"error": str(e)[:500] or type(e).__name__})
       return
     except Exception as e:  # pylint: disable=broad-except
       logging.exception("predict failed")
@@ -390,6 +429,41 @@ class _ModelService(model_service_pb2_grpc.ModelServiceServicer):
     return response
 
 
+class _BoundedHTTPServer(http.server.ThreadingHTTPServer):
+  """A thread per connection, at most `max_connections` at once: beyond
+  that a connection gets 503 (JSON) and is closed at once."""
+
+  daemon_threads = True
+
+  def __init__(self, address, handler, max_connections: int):
+    super().__init__(address, handler)
+    self._slots = threading.BoundedSemaphore(max_connections)
+
+  def process_request(self, request, client_address):
+    if not self._slots.acquire(blocking=False):
+      body = json.dumps({"error": "too many connections; retry later"})
+      try:
+        request.sendall((
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
+            "application/json\r\nConnection: close\r\nRetry-After: 1\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+      except OSError:
+        pass
+      self.shutdown_request(request)
+      return
+    super().process_request(request, client_address)
+
+  def process_request_thread(self, request, client_address):
+    try:
+      super().process_request_thread(request, client_address)
+    finally:
+      self._slots.release()
+
+  def handle_error(self, request, client_address):
+    # A connection dropped or reset by its client: one line, no traceback.
+    logging.info("connection from %s ended with an error", client_address)
+
+
 class ModelServer:
   """REST and gRPC endpoints over one model repository.
 
@@ -406,6 +480,9 @@ class ModelServer:
     queue_seconds: How long a request waits for a prediction slot before
       429 / RESOURCE_EXHAUSTED.
     max_op_copies: Op copies per model call (bounds a request's memory).
+    read_timeout: Seconds a REST connection may stay idle or take to send
+      its request before it is closed.
+    max_connections: Open REST connections at once (more get 503).
   """
 
   def __init__(self, base: str, host: str = options.HOST,
@@ -416,8 +493,11 @@ class ModelServer:
                max_concurrent: int = options.MAX_CONCURRENT,
                max_examples: int = options.MAX_EXAMPLES,
                queue_seconds: float = options.QUEUE_SECONDS,
-               max_op_copies: int = options.MAX_OP_COPIES):
+               max_op_copies: int = options.MAX_OP_COPIES,
+               read_timeout: float = options.READ_TIMEOUT_SECONDS,
+               max_connections: int = options.MAX_CONNECTIONS):
     self.manager = ModelManager(base, poll_seconds)
+    self._read_timeout, self._max_connections = read_timeout, max_connections
     self.predictor = Predictor(self.manager, max_concurrent, max_examples,
                                queue_seconds, max_op_copies)
     self._host, self._rest_port, self._grpc_port = host, rest_port, grpc_port
@@ -434,10 +514,9 @@ class ModelServer:
           "<name>/<version>/saved_model.pb", "none")
     handler = type("Handler", (_RestHandler,), {
         "manager": self.manager, "predictor": self.predictor,
-        "max_bytes": self._max})
-    self._http = http.server.ThreadingHTTPServer(
-        (self._host, self._rest_port), handler)
-    self._http.daemon_threads = True
+        "max_bytes": self._max, "timeout": self._read_timeout})
+    self._http = _BoundedHTTPServer((self._host, self._rest_port), handler,
+                                    self._max_connections)
     self.rest_port = self._http.server_address[1]
     threading.Thread(target=self._http.serve_forever, daemon=True).start()
     if self._grpc_port is not None:

@@ -15,4 +15,8 @@ MAX_REQUEST_BYTES = 64 << 20
 MAX_CONCURRENT = 2  # CPU-bound: more in flight only adds memory.
 MAX_EXAMPLES = 16  # Examples per request.
 QUEUE_SECONDS = 30.0  # Wait for a prediction slot before 429.
+# A REST connection idle (or sending its request) this long is closed.
+READ_TIMEOUT_SECONDS = 30.0
+# Open REST connections at once; more are answered 503 and closed.
+MAX_CONNECTIONS = 64
 MAX_OP_COPIES = call_cost.OP_COPY_BUDGET  # Op copies per model call.

@@ -101,6 +101,8 @@ def test_cli_defaults_come_from_their_one_home():
               serving_options.GRPC_PORT, serving_options.MAX_OP_COPIES,
               serving_options.MAX_CONCURRENT, serving_options.MAX_EXAMPLES)
   assert serve.max_request_mb * 2**20 == serving_options.MAX_REQUEST_BYTES
+  assert (serve.read_timeout, serve.max_connections) == (
+      serving_options.READ_TIMEOUT_SECONDS, serving_options.MAX_CONNECTIONS)
 
 
 def test_every_help_shows_each_default(capsys):

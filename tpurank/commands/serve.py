@@ -49,11 +49,18 @@ def add_parser(sub):
                  default=options.QUEUE_SECONDS,
                  help="how long a request waits for a free prediction slot "
                  "before 429 (clients retry)")
+  p.add_argument("--read-timeout", type=float,
+                 default=options.READ_TIMEOUT_SECONDS,
+                 help="seconds a REST connection may stay idle or take to "
+                 "send its request before it is closed")
+  p.add_argument("--max-connections", type=_positive,
+                 default=options.MAX_CONNECTIONS,
+                 help="open REST connections at once; more get 503")
   p.add_argument("--max-op-copies", type=_positive,
                  default=options.MAX_OP_COPIES,
-                 help="op copies (graph ops x configs) per model call: a "
-                 "request's examples run in groups within it, bounding its "
-                 "memory (~5 KB per op copy)")
+                 help="op copies per model call (trainer/call_cost.py: "
+                 "~5 KB each): a request's examples run in groups within "
+                 "it, one example beyond it gets 413")
 
 
 def run(args) -> int:
@@ -66,7 +73,8 @@ def run(args) -> int:
       args.model_base, args.host, args.port,
       None if args.grpc_port < 0 else args.grpc_port, args.poll_seconds,
       int(args.max_request_mb * (1 << 20)), args.max_concurrent,
-      args.max_examples, args.queue_seconds, args.max_op_copies).start()
+      args.max_examples, args.queue_seconds, args.max_op_copies,
+      args.read_timeout, args.max_connections).start()
   print(json.dumps({
       "models": server.manager.served(),
       "rest": f"http://{args.host}:{server.rest_port}",
