@@ -53,21 +53,24 @@ class _GraphToExamples(beam.DoFn):
     self._counters = {n: beam.metrics.Metrics.counter(ns, n) for n in
                       COUNTERS}
 
-  def process(self, path: str):
+  def process(self, element):
     c = self._counters
     c["files_in"].inc()
     o = self._options
     k = o.k if self._split == examples.TRAIN else o.eval_k
+    path = graph_files.printable(element)
     with contextlib.ExitStack() as stack:
       try:
+        path = graph_files.from_element(element)
         # Everything is read and validated before the first example leaves.
         opened = stack.enter_context(graph_files.open_graphs(
             path, self._collection))
         graphs = opened.graphs
         merged = [examples.merge_duplicates(g)
                   if self._split == examples.TRAIN else None for _, g in graphs]
-      except (InputError, OSError, ValueError, EOFError) as e:
-        # Unreadable input is data, not a crash: it goes to dead letters.
+      except Exception as e:  # pylint: disable=broad-except
+        # Unreadable input is data, not a crash: it goes to dead letters,
+        # whatever it raised (one bad file never aborts the job).
         c["graphs_in"].inc()
         c["dead_letters"].inc()
         yield beam.pvalue.TaggedOutput(DEAD_LETTERS, dead_letter(path, e))

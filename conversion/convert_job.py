@@ -154,7 +154,7 @@ def run(data_dir: str, collection: str, out_dir: str,
   pipeline = beam.Pipeline(options=beam_options)
   for split, paths in files.items():
     out = (pipeline
-           | f"Files[{split}]" >> beam.Create(paths)
+           | f"Files[{split}]" >> beam.Create(graph_files.to_elements(paths))
            | f"Convert[{split}]" >> convert.ConvertGraphs(collection, split,
                                                           options))
     _ = out[convert.EXAMPLES] | f"Write[{split}]" >> beam.io.WriteToTFRecord(

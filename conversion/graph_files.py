@@ -21,6 +21,35 @@ from schemas.errors import InputError, fail
 EXTENSIONS = (".npz", ".pb")
 
 
+def to_elements(paths) -> list[bytes]:
+  """File paths as Beam elements: bytes, so any name (even one that is not
+  valid UTF-8, which Beam's string coder cannot carry) reaches the workers,
+  where `from_element` restores it and the graph becomes a dead letter."""
+  return [os.fsencode(p) for p in paths]
+
+
+def printable(element) -> str:
+  """A path (str or bytes) as text, undecodable bytes as \\xNN escapes."""
+  return os.fsencode(element).decode("utf-8", "backslashreplace")
+
+
+def from_element(element) -> str:
+  """The path of a `to_elements` element.
+
+  Raises:
+    InputError: the name is not valid UTF-8 (graph ids and outputs are
+      text): the caller records the file as a dead letter.
+  """
+  path = os.fsdecode(element)
+  try:
+    path.encode("utf-8")
+  except UnicodeEncodeError as e:
+    raise fail(printable(element), "file name",
+               "valid UTF-8 (graph ids are text): rename the file",
+               f"undecodable bytes ({e.reason})") from e
+  return path
+
+
 def is_graph_file(path: str) -> bool:
   return path.endswith(EXTENSIONS)
 

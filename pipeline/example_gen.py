@@ -105,7 +105,8 @@ def _TpuGraphsToExample(pipeline: beam.Pipeline,  # pylint: disable=invalid-name
   if not files:
     raise ValueError(f"{pattern}: no graph files for split {split!r}")
   out = (pipeline
-         | "Files" >> beam.Create([m.path for m in files])
+         | "Files" >> beam.Create(graph_files.to_elements(
+             m.path for m in files))
          | "Convert" >> convert.ConvertGraphs(collection, split, options))
   dead = out[convert.DEAD_LETTERS]
   if custom.get("dead_letter_dir"):

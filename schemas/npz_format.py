@@ -25,7 +25,7 @@ import numpy as np
 
 from schemas import features
 from schemas import opcodes
-from schemas.errors import InputError, Problem
+from schemas.errors import InputError, Problem, fail
 from schemas.npz_io import NpzReader
 
 TILE = "tile"
@@ -87,6 +87,13 @@ FIELDS = {
 }
 _SYMBOL_NAMES = {"n": "nodes", "m": "edges", "c": "configs",
                  "nc": "configurable nodes", "s": "splits"}
+# Sane limits on declared sizes, far above the real dataset's (at most ~44k
+# nodes, 100k configs, ~1k configurable nodes): a header beyond them is
+# refused before anything is read. Reading a graph holds its arrays other
+# than the streamed config features about twice (the arrays and their
+# widened copies), so these also bound a reader's memory.
+SIZE_LIMITS = {"n": 5_000_000, "m": 20_000_000, "c": 10_000_000,
+               "nc": 1_000_000, "s": 5_000_001}
 
 
 def kind_from_path(path: str) -> Optional[str]:
@@ -156,6 +163,11 @@ def _check_header(chk: _Checker, reader: NpzReader, field: _Field,
         chk.add(field.key, f"shape {_shape_str(field.shape)}",
                 f"shape {tuple(shape)}")
         return False
+    elif dim > SIZE_LIMITS[want]:
+      chk.add(field.key, f"at most {SIZE_LIMITS[want]:,} "
+              f"{_SYMBOL_NAMES[want]} (a sanity limit)",
+              f"shape {tuple(shape)}")
+      return False
     elif want not in sizes:
       sizes[want] = (dim, field.key)
     elif sizes[want][0] != dim:
@@ -364,8 +376,9 @@ def validate_file(path: str, kind: Optional[str] = None) -> list[Problem]:
   chk = _Checker(path)
   try:
     reader = NpzReader(path)
-  except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
-    chk.add("file", "a NumPy .npz (zip) archive", f"{type(e).__name__}: {e}")
+  except Exception as e:  # pylint: disable=broad-except  (any bad archive)
+    chk.add("file", "a NumPy .npz (zip) archive",
+            f"{type(e).__name__}: {str(e)[:200]}")
     return chk.problems
   with reader:
     kind = kind or kind_from_path(path)
@@ -378,8 +391,14 @@ def validate_file(path: str, kind: Optional[str] = None) -> list[Problem]:
     else:
       fields = FIELDS[kind]
     sizes = {}
-    ok = {f.key: f for f in fields if _check_header(chk, reader, f, sizes)}
-    _check_values(chk, reader, kind, ok, sizes)
+    try:
+      ok = {f.key: f for f in fields if _check_header(chk, reader, f, sizes)}
+      _check_values(chk, reader, kind, ok, sizes)
+    except Exception as e:  # pylint: disable=broad-except
+      # Whatever a hostile file triggers (e.g. a zlib error inside a
+      # member) is that file's problem, never a crash of the caller.
+      chk.add("file", "a readable NumPy .npz archive",
+              f"{type(e).__name__}: {str(e)[:200]}")
   return chk.problems
 
 
@@ -497,6 +516,17 @@ def load_graph(path: str, kind: Optional[str] = None,
     problems = validate_file(path, kind)
     if problems:
       raise InputError(problems[0])
+  try:
+    return _read_graph(path, kind)
+  except InputError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except  (e.g. changed file)
+    raise fail(path, "file", "a readable NumPy .npz archive",
+               f"{type(e).__name__}: {str(e)[:200]}") from e
+
+
+def _read_graph(path: str, kind: Optional[str]) -> Graph:
+  """`load_graph` without validation or error wrapping."""
   with NpzReader(path) as reader:
     kind = kind or kind_from_path(path) or _infer_kind(reader)
     get = reader.read

@@ -5,9 +5,17 @@ array in memory. A full-size layout graph holds up to 100k configs of several
 hundred nodes each (GBs of `node_config_feat`), so conversion, scoring and the
 simulator read and write that member in chunks of rows instead. Both plain
 (stored) and deflated archives work, as both exist in the wild.
+
+A reader checks before it allocates: the path must be a regular file (not a
+FIFO or a device, which would block or never end), every member stored or
+deflated and not encrypted, and a member's declared shape must fit in the
+bytes the member really holds; so reading an array never allocates more
+than its real (decompressed) size, whatever its header claims.
 """
 
 import contextlib
+import os
+import stat
 import zipfile
 from typing import Iterator
 
@@ -18,6 +26,21 @@ import numpy as np
 _FIXED_DATE_TIME = (1980, 1, 1, 0, 0, 0)
 
 
+# What np.savez / np.savez_compressed write, and all a reader accepts.
+_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflated"}
+
+
+def check_regular_file(path: str):
+  """Raises ValueError unless `path` is (a symlink to) a regular file."""
+  mode = os.stat(path).st_mode  # Does not open: a FIFO cannot block here.
+  if not stat.S_ISREG(mode):
+    what = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if
+            stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
+            stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "not a file")
+    raise ValueError(f"not a regular file ({what})")
+
+
 class NpzReader:
   """Reads members of an `.npz` archive whole or as chunks of rows.
 
@@ -26,11 +49,25 @@ class NpzReader:
 
   Raises:
     zipfile.BadZipFile, OSError: If the file is not a readable zip archive.
+    ValueError: If it is not a regular file, or a member is encrypted or
+      compressed with a method other than stored or deflated.
   """
 
   def __init__(self, path: str):
     self.path = str(path)
+    check_regular_file(self.path)
     self._zip = zipfile.ZipFile(self.path)
+    try:
+      for info in self._zip.infolist():
+        if info.flag_bits & 0x1:
+          raise ValueError(f"member {info.filename} is encrypted")
+        if info.compress_type not in _METHODS:
+          raise ValueError(
+              f"member {info.filename} uses compression method "
+              f"{info.compress_type} (only stored or deflated are read)")
+    except ValueError:
+      self._zip.close()
+      raise
     self._members = {
         n[:-4]: n for n in self._zip.namelist() if n.endswith(".npy")}
 
@@ -52,13 +89,29 @@ class NpzReader:
 
   @contextlib.contextmanager
   def _open(self, key: str):
-    with self._zip.open(self._members[key]) as f:
+    member = self._members[key]
+    with self._zip.open(member) as f:
       version = np.lib.format.read_magic(f)
       if version == (1, 0):
         shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
       else:
         shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-      yield f, tuple(shape), fortran, dtype
+      shape = tuple(shape)
+      # Python ints: a product of huge dims must not wrap around.
+      declared = dtype.itemsize
+      for dim in shape:
+        declared *= int(dim)
+      info = self._zip.getinfo(member)
+      # The directory's sizes are claims too: deflate expands at most
+      # ~1032x, so a member cannot hold more than that of its real bytes.
+      held = info.file_size if info.compress_type == zipfile.ZIP_STORED \
+          else min(info.file_size, info.compress_size * 1032)
+      held -= f.tell()
+      if declared > held:
+        raise ValueError(
+            f"{key} declares shape {shape} of {dtype} ({declared:,} bytes) "
+            f"but its member holds {held:,} bytes")
+      yield f, shape, fortran, dtype
 
   def header(self, key: str) -> tuple[tuple[int, ...], np.dtype]:
     """Returns (shape, dtype) of a member without reading its data."""
@@ -66,7 +119,8 @@ class NpzReader:
       return shape, dtype
 
   def read(self, key: str) -> np.ndarray:
-    """Reads a whole member."""
+    """Reads a whole member (after checking its header against its size)."""
+    self.header(key)
     with self._zip.open(self._members[key]) as f:
       return np.lib.format.read_array(f, allow_pickle=False)
 

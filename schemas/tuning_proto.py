@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 from tensorflow.compiler.xla import xla_data_pb2  # pylint: disable=unused-import
 from tensorflow.compiler.xla.service import hlo_pb2  # pylint: disable=unused-import
 
+from schemas import npz_io
 from schemas.errors import fail
 
 _PACKAGE = "tpurank.tuning"
@@ -134,10 +135,11 @@ def read(path: str):
     InputError: unreadable, not a tuning proto, or without runs.
   """
   try:
+    npz_io.check_regular_file(path)  # A FIFO would block, a device never end.
     with open(path, "rb") as f:
       data = f.read()
-  except OSError as e:
-    raise fail(path, "file", "a readable file", str(e)) from e
+  except (OSError, ValueError) as e:
+    raise fail(path, "file", "a readable regular file", str(e)) from e
   try:
     fields = top_level_fields(data)
     if fields <= {1} and fields:

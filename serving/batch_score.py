@@ -29,7 +29,6 @@ from conversion import convert
 from conversion import examples
 from conversion import graph_files
 from conversion import options as conversion_options
-from schemas.errors import InputError
 from serving import call_budget
 from trainer import export
 from trainer import metrics
@@ -103,12 +102,14 @@ class _ToExamples(beam.DoFn):
     self._collection, self._options = collection, options
     self._c = _counters()
 
-  def process(self, path: str):
+  def process(self, element):
+    path = graph_files.printable(element)
     with contextlib.ExitStack() as stack:
       try:
+        path = graph_files.from_element(element)
         opened = stack.enter_context(graph_files.open_graphs(
             path, self._collection))
-      except (InputError, OSError, ValueError, EOFError) as e:
+      except Exception as e:  # pylint: disable=broad-except  (dead letter)
         self._c["graphs_in"].inc()
         self._c["dead_letters"].inc()
         yield beam.pvalue.TaggedOutput("dead", convert.dead_letter(path, e))

@@ -70,7 +70,7 @@ def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
   pipeline = beam.Pipeline(options=convert_job.pipeline_options(beam_args))
   rows, metrics, dead = [], [], []
   for c, files in found.items():
-    paths = pipeline | f"Files[{c}]" >> beam.Create(files)
+    paths = pipeline | f"Files[{c}]" >> beam.Create(graph_files.to_elements(files))
     if c not in models:
       # No model of this kind: every graph is a dead letter, counted.
       dead.append(paths | f"NoModel[{c}]" >> beam.Map(

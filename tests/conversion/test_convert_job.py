@@ -13,6 +13,7 @@ from conversion import convert_job
 from conversion.options import ConvertOptions
 from schemas import graph_tensor
 from schemas import npz_format
+from tests import hostile_files
 from tests.conftest import tiny_collection
 
 IN_MEMORY = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
@@ -31,7 +32,19 @@ def collection_dir(tmp_path_factory):
     arrays = {k: d[k] for k in d.files}
   arrays["config_runtime"] = arrays["config_runtime"][:-1]
   np.savez(os.path.join(train, "short_runtimes.npz"), **arrays)
+  good = os.path.join(train, good)
+  # Hostile files: none may abort the job or hang it.
+  hostile_files.huge_declared_shape(good, os.path.join(train, "huge.npz"))
+  hostile_files.zip_feature(good, os.path.join(train, "encrypted.npz"),
+                            encrypted=True)
+  hostile_files.fifo(os.path.join(train, "fifo.npz"))
+  hostile_files.device_link(os.path.join(train, "zero.npz"))
+  hostile_files.non_utf8_name(good, train)
   return root
+
+
+BAD = ["bad-\\xff-name.npz", "corrupt.npz", "encrypted.npz", "fifo.npz",
+       "huge.npz", "short_runtimes.npz", "zero.npz"]
 
 
 def _records(pattern):
@@ -50,11 +63,11 @@ def test_counts_reconcile_and_bad_files_become_dead_letters(collection_dir,
   assert summary["mismatches"] == []
   train = summary["splits"]["train"]
   assert train["graphs_in"] == len(files["train"])
-  assert train["dead_letters"] == 2
-  assert train["graphs_converted"] == len(files["train"]) - 2
+  assert train["dead_letters"] == len(BAD)
+  assert train["graphs_converted"] == len(files["train"]) - len(BAD)
   dead = convert_job.read_dead_letters(out)
-  assert sorted(os.path.basename(d["file"]) for d in dead) == [
-      "corrupt.npz", "short_runtimes.npz"]
+  assert sorted(os.path.basename(d["file"]) for d in dead) == BAD
+  assert all(d["reason"] and "\n" not in d["reason"] for d in dead)
   short = next(d for d in dead if "short" in d["file"])
   assert short["field"] == "config_runtime"
   assert "short_runtimes.npz" in short["reason"]
@@ -104,4 +117,4 @@ def test_cli_default_runner_exits_2_on_dead_letters(collection_dir, tmp_path):
                         text=True, check=False)
   assert proc.returncode == 0, proc.stderr
   assert json.loads(proc.stdout.strip().splitlines()[-1])["splits"]["train"][
-      "dead_letters"] == 2
+      "dead_letters"] == len(BAD)
