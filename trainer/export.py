@@ -66,6 +66,18 @@ class ServingModule(tf.Module):
                            graph.node_sets[config_set]["feat"])):
         tf.debugging.assert_all_finite(
             value, f"{name}: expected finite values, found NaN or Inf")
+      if kind == npz_format.LAYOUT:
+        # A tile example parses with no node_config rows: refuse it rather
+        # than answer with identical, meaningless scores.
+        configs = graph.node_sets["config"].sizes
+        rows = tf.math.unsorted_segment_sum(
+            tf.ones_like(graph.edge_sets["part_of"].adjacency.target),
+            graph.edge_sets["part_of"].adjacency.target,
+            tf.reduce_sum(configs))
+        tf.debugging.assert_positive(
+            rows, "examples: a layout model takes layout examples (18 "
+            "config values per configurable node); found a config without "
+            "any (a tile example?)")
       out = score_model(graph_ops.expand(kind, graph, join),
                         training=False)
       config = graph.node_sets["config"]

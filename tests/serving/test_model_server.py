@@ -370,3 +370,12 @@ def test_examples_with_non_finite_features_get_400_not_nan(server,
   status, body = _post(server.rest_port, "/v1/models/tpurank:predict",
                        json.dumps(protocol.rest_request([ex])).encode())
   assert status == 400 and "op.feat" in body["error"], body
+
+
+def test_a_tile_example_to_a_layout_model_is_400_not_scores(server,
+                                                            tile_npz):
+  g = npz_format.load_graph(tile_npz)
+  exs = list(examples.graph_examples(g, "tile:xla:t", 4, "test", hops=-1))
+  status, body = _post(server.rest_port, "/v1/models/tpurank:predict",
+                       json.dumps(protocol.rest_request(exs[:1])).encode())
+  assert status == 400 and "layout model" in body["error"], body
