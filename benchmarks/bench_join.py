@@ -36,8 +36,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOINS = ("late", "early")
 
 
-def make_model(graph_path: str, base: str, join: str) -> str:
-  """Exports an untrained default layout model of `join` under base/tpurank/1."""
+def make_model(graph_path: str, base: str, join: str,
+               kind: str = "layout") -> str:
+  """Exports an untrained default model of `kind` (layout: of `join`) under
+  base/tpurank/1."""
   # pylint: disable=g-import-not-at-top
   import numpy as np
   from conversion import examples
@@ -47,18 +49,17 @@ def make_model(graph_path: str, base: str, join: str) -> str:
   from trainer import input_fn
   from trainer import model as model_lib
   g = npz_format.load_graph(graph_path)
-  ex = list(examples.graph_examples(g, "layout:x:g", 4, "valid", hops=1))
-  graph = input_fn.model_input("layout", np.array(ex[:2], dtype=object), join)
+  ex = list(examples.graph_examples(g, f"{kind}:x:g", 4, "valid", hops=1))
+  graph = input_fn.model_input(kind, np.array(ex[:2], dtype=object), join)
   stats = model_lib.FeatureStats(np.zeros(140, np.float32),
                                  np.ones(140, np.float32),
                                  np.zeros(24, np.float32),
                                  np.ones(24, np.float32))
   sm = model_lib.build_score_model(
-      hparams.ModelConfig(kind="layout", join=join),
+      hparams.ModelConfig(kind=kind, join=join),
       graph.spec.relax(num_components=True, num_nodes=True, num_edges=True),
       stats)
-  return export.save(sm, "layout", os.path.join(base, "tpurank", "1"), {},
-                     join)
+  return export.save(sm, kind, os.path.join(base, "tpurank", "1"), {}, join)
 
 
 TRAIN_STEPS = 6
@@ -120,7 +121,7 @@ def measure(args) -> dict:
   else:
     scorer = saved_model_scorer.SavedModelScorer(args.model)
     score = lambda: scorer.score_graph(npz_format.load_graph(args.graph),
-                                       "layout:x:g")
+                                       "x:g")
   score()  # Warm-up: tracing, first allocation.
   start = time.perf_counter()
   scores = score()
@@ -159,6 +160,7 @@ def main():
     return
   # pylint: disable=g-import-not-at-top
   import numpy as np
+  from schemas import npz_format
   from simulator import synth
   rows = []
   with tempfile.TemporaryDirectory() as tmp:
@@ -171,6 +173,18 @@ def main():
           graphs[name], np.random.default_rng(0), synth.SCALES["full"], "xla",
           "random", nodes=nodes, configs=configs)
       graphs[name + "_desc"] = f"{n} nodes, {c} configs"
+    tile_graph = os.path.join(tmp, "tile.npz")
+    for seed in range(100):  # A kernel with many configs.
+      synth.write_tile_graph(tile_graph, np.random.default_rng(seed),
+                             synth.SCALES["full"])
+      tg = npz_format.load_graph(tile_graph)
+      if tg.num_configs >= 500:
+        break
+    model = make_model(tile_graph, os.path.join(tmp, "tile"), "late", "tile")
+    r = _child("--graph", tile_graph, "--model", model)
+    tile = {"graph": f"{tg.num_nodes} nodes, {tg.num_configs} configs",
+            "rank_s": r["seconds"], "rank_rss_mb": r["peak_rss_mb"]}
+    print(json.dumps(tile), flush=True)
     for join in JOINS:
       base = os.path.join(tmp, join)
       model = make_model(graphs["mid"], base, join)
@@ -227,8 +241,11 @@ def main():
       if t:
         lines.append(f"| {r['join']} | {k} | {t['configs_per_s']:.1f} | "
                      f"{t['step_s']:.2f} | {t['peak_rss_mb']:.0f} |")
+  lines += ["", f"Tile model, rank in-process: {tile['graph']} in "
+            f"{tile['rank_s']:.3f} s (peak RSS {tile['rank_rss_mb']:.0f} MB)."]
   report.write_report(args.report, lines)
-  report.write_json(args.report, {"command": cmd, "rows": rows})
+  report.write_json(args.report, {"command": cmd, "rows": rows,
+                                  "tile": tile})
 
 
 if __name__ == "__main__":

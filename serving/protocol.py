@@ -145,15 +145,21 @@ def parse_grpc_request(request: predict_pb2.PredictRequest) -> list[bytes]:
   return values
 
 
-def grpc_response(scores: np.ndarray, index: np.ndarray, model: str,
+def _grpc_outputs(signature: str, outputs: dict, model: str,
                   version: int) -> predict_pb2.PredictResponse:
   response = predict_pb2.PredictResponse()
   response.model_spec.name = model
-  response.model_spec.signature_name = SIGNATURE
+  response.model_spec.signature_name = signature
   response.model_spec.version.value = int(version)
-  response.outputs["scores"].CopyFrom(tf.make_tensor_proto(scores))
-  response.outputs["config_index"].CopyFrom(tf.make_tensor_proto(index))
+  for name, value in outputs.items():
+    response.outputs[name].CopyFrom(tf.make_tensor_proto(value))
   return response
+
+
+def grpc_response(scores: np.ndarray, index: np.ndarray, model: str,
+                  version: int) -> predict_pb2.PredictResponse:
+  return _grpc_outputs(SIGNATURE, {"scores": scores, "config_index": index},
+                       model, version)
 
 
 def parse_grpc_response(response: predict_pb2.PredictResponse
@@ -235,12 +241,7 @@ def parse_grpc_rank_request(request: predict_pb2.PredictRequest) -> dict:
 
 def grpc_rank_response(scores: np.ndarray, model: str,
                        version: int) -> predict_pb2.PredictResponse:
-  response = predict_pb2.PredictResponse()
-  response.model_spec.name = model
-  response.model_spec.signature_name = RANK_SIGNATURE
-  response.model_spec.version.value = int(version)
-  response.outputs["scores"].CopyFrom(tf.make_tensor_proto(scores))
-  return response
+  return _grpc_outputs(RANK_SIGNATURE, {"scores": scores}, model, version)
 
 
 def parse_grpc_rank_response(response: predict_pb2.PredictResponse

@@ -47,7 +47,7 @@ def _post(port, path, data: bytes):
   req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
                                headers={"Content-Type": "application/json"})
   try:
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with urllib.request.urlopen(req, timeout=120) as r:
       return r.status, json.loads(r.read())
   except urllib.error.HTTPError as e:
     return e.code, json.loads(e.read())

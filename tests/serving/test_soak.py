@@ -9,8 +9,6 @@ import os
 import random
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 import grpc
 import numpy as np
@@ -22,6 +20,7 @@ from serving import protocol
 from tests.serving.conftest import build_model
 from tests.serving.test_model_server import _arrays
 from tests.serving.test_model_server import _examples
+from tests.serving.test_model_server import _post
 from trainer import export
 
 CLIENTS, REQUESTS = 8, 200
@@ -34,16 +33,6 @@ def _vm_kb(pid: int, field: str) -> int:
       if line.startswith(field + ":"):
         return int(line.split()[1])
   raise KeyError(field)
-
-
-def _post(url: str, body: bytes):
-  req = urllib.request.Request(url, data=body,
-                               headers={"Content-Type": "application/json"})
-  try:
-    with urllib.request.urlopen(req, timeout=120) as r:
-      return r.status, json.loads(r.read())
-  except urllib.error.HTTPError as e:
-    return e.code, json.loads(e.read())
 
 
 def _requests(layout_npz, tile_npz):
@@ -82,10 +71,11 @@ def test_soak_mixed_requests_with_a_hot_swap(repository, layout_npz,
       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
   try:
     info = json.loads(proc.stdout.readline())
-    url = info["rest"] + "/v1/models/tpurank:predict"
+    port = int(info["rest"].rsplit(":", 1)[1])
+    post = lambda body: _post(port, "/v1/models/tpurank:predict", body)
     kinds = _requests(layout_npz, tile_npz)
     for _, want, body in kinds:  # Warm-up: every path traced once.
-      assert _post(url, body)[0] == want
+      assert post(body)[0] == want
     warm_kb = _vm_kb(proc.pid, "VmRSS")
     grpc_client = client.connect(info["grpc"])
     exs = _examples(layout_npz, k=4)[:2]
@@ -106,7 +96,7 @@ def test_soak_mixed_requests_with_a_hot_swap(repository, layout_npz,
           except (client.ServerError, grpc.RpcError):
             got = -1
         else:
-          got = _post(url, body)[0]
+          got = post(body)[0]
         tally[(kind, "ok" if got == want else f"got {got}")] += 1
       return tally
 
