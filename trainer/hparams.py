@@ -65,7 +65,10 @@ class TrainConfig:
   steps_per_epoch: int = 0  # 0: one pass over the train examples.
   max_minutes: float = 10.0
   patience: int = 6
-  xla: bool = True
+  # Compile the padded step with XLA. None: on for tile and early-join
+  # layout models, off for the late join (XLA's CPU scatters make its row
+  # pooling 4-15x slower: benchmarks/results/join.md); a TPU always compiles.
+  xla: Optional[bool] = None
   seed: int = options.SEED
   tpu: Optional[str] = None
   mirrored: bool = False
@@ -81,6 +84,8 @@ class TrainConfig:
       self.model = ModelConfig(kind=kind)
     if not self.batch_size:
       self.batch_size = BATCH_SIZE[kind]
+    if self.xla is None:
+      self.xla = kind == "tile" or self.model.join == "early"
     if self.lr_decay not in LR_DECAYS:
       raise ValueError(f"unknown lr_decay {self.lr_decay!r}; expected one "
                        f"of {LR_DECAYS}")

@@ -5,7 +5,8 @@
 * the strategy comes from `distribute.pick_strategy`; each replica reads its
   own batches (`distribute_datasets_from_function`);
 * batches are padded to fixed totals (`tfgnn.pad_to_total_sizes`) and the
-  step is compiled with XLA, as TPUs require (`xla=False` skips both);
+  step is compiled with XLA, as TPUs require (`xla=False` skips both; by
+  default off for the late join on CPU, see `hparams.TrainConfig.xla`);
 * after every epoch all configs of every validation graph are scored and the
   ranking metrics logged (TensorBoard, history); training stops early when the
   primary metric (layout: Kendall tau, tile: top-5 error) stops improving or

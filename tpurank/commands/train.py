@@ -60,7 +60,13 @@ def add_parser(sub):
                  help="training time budget (wall clock)")
   p.add_argument("--patience", type=int, default=_TRAIN.patience,
                  help="epochs without validation gain before stopping")
-  p.add_argument("--no-xla", action="store_true",
+  p.add_argument("--xla", dest="xla", action="store_const", const=True,
+                 default=None,
+                 help="compile the padded step with XLA (default: on for "
+                 "tile and --join early, off for --join late, whose row "
+                 "pooling XLA's CPU scatters slow down; a TPU always "
+                 "compiles)")
+  p.add_argument("--no-xla", dest="xla", action="store_const", const=False,
                  help="no padding, no XLA (dynamic shapes; not for TPUs)")
   p.add_argument("--tpu", default=None,
                  help="TPU name/address for TPUClusterResolver")
@@ -109,7 +115,7 @@ def run(args) -> int:
       lr_patience=args.lr_patience,
       epochs=args.epochs,
       steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
-      patience=args.patience, xla=not args.no_xla, seed=args.seed,
+      patience=args.patience, xla=args.xla, seed=args.seed,
       tpu=args.tpu, mirrored=args.mirrored, export=not args.no_export,
       export_path=os.path.join(base, str(model_repository.next_version(base))),
       hops=args.hops)
