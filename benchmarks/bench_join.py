@@ -232,7 +232,8 @@ def main():
         f"{r['rest_s']:.2f} | {r['grpc_s']:.2f} | {r['big_s']:.1f} | "
         f"{args.big_configs / r['big_s']:.0f} | {r['big_rss_mb']:.0f} |")
   lines += ["", f"Training on {graphs['train_desc']} (batch 4 graphs x K "
-            "configs, XLA, padded):", "",
+            "configs, each join's default: early with XLA and padding, late "
+            "without XLA on CPU):", "",
             "| join | K | configs/s | s/step | peak RSS (MB) |",
             "|---|---|---|---|---|"]
   for r in rows:
