@@ -52,6 +52,14 @@ def find_collections(data_dir: str, split: str) -> dict:
           if (files := graph_files.split_files(data_dir, c, split))}
 
 
+def _no_model(path: str, collection: str) -> str:
+  """The dead letter of a graph whose collection has no model."""
+  return json.dumps({
+      "file": path, "field": "--model",
+      "reason": f"{path}: --model: expected a model for {collection} "
+                f"({npz_format.collection_kind(collection)}), found none"})
+
+
 def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
         collection: Optional[str] = None, split: str = "test",
         beam_args: Sequence[str] = (),
@@ -70,14 +78,12 @@ def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
   pipeline = beam.Pipeline(options=convert_job.pipeline_options(beam_args))
   rows, metrics, dead = [], [], []
   for c, files in found.items():
-    paths = pipeline | f"Files[{c}]" >> beam.Create(graph_files.to_elements(files))
+    paths = pipeline | f"Files[{c}]" >> beam.Create(
+        graph_files.to_elements(files))
     if c not in models:
       # No model of this kind: every graph is a dead letter, counted.
       dead.append(paths | f"NoModel[{c}]" >> beam.Map(
-          lambda p, c=c: json.dumps({
-              "file": p, "field": "--model",
-              "reason": f"{p}: --model: expected a model for {c} "
-                        f"({npz_format.collection_kind(c)}), found none"})))
+          lambda e, c=c: _no_model(graph_files.printable(e), c)))
       continue
     out = paths | f"Score[{c}]" >> batch_score.ScoreCollection(
         c, models[c], options)
