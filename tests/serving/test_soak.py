@@ -5,7 +5,6 @@ import base64
 import collections
 import concurrent.futures
 import json
-import os
 import random
 import subprocess
 import sys
