@@ -5,10 +5,10 @@ every example and holds ~5 KB of activations per op copy: 4 examples x 128
 configs of a 3k-op graph take ~7 GB. A late-join model holds the graph once
 per example and, per config, rows for the ops the config can change
 (`trainer/config_rows.py`). Costs are counted in op copies
-(`trainer.call_cost`); every scoring path (in-process, server, batch) runs its examples
-through the model in groups within a budget, which is exact (examples are
-scored independently), and a single example beyond the budget is refused,
-never run whole.
+(`trainer.call_cost`); every scoring path (in-process, server, batch) runs
+its examples through the model in groups within a budget, which is exact
+(examples are scored independently), and a single example beyond the
+budget is refused, never run whole.
 """
 
 from typing import Callable, Iterator, Sequence
@@ -18,6 +18,8 @@ import tensorflow as tf
 
 from serving import options
 from trainer import call_cost
+from trainer import hparams
+
 
 class NotAnExample(ValueError):
   """A request item is not a serialized tf.Example."""
@@ -27,7 +29,7 @@ class OverBudget(ValueError):
   """One example alone needs more than the call budget."""
 
 
-def op_copies(serialized: bytes, join: str = "late") -> float:
+def op_copies(serialized: bytes, join: str = hparams.JOINS[0]) -> float:
   """`call_cost.example_cost` of a serialized example."""
   try:
     feature = tf.train.Example.FromString(serialized).features.feature
@@ -63,7 +65,8 @@ def _stack(parts: list, fill) -> np.ndarray:
 
 
 def score_in_groups(score: Callable, serialized: Sequence[bytes],
-                    budget: int = options.MAX_OP_COPIES, join: str = "late"):
+                    budget: int = options.MAX_OP_COPIES,
+                    join: str = hparams.JOINS[0]):
   """`score(list of examples) -> (scores, config_index)`, called on groups
   within `budget`; returns the same as one call on all of them would
   ([n, K_max] each; padding: score 0, index -1).

@@ -19,6 +19,7 @@ from schemas.errors import fail
 from serving import options
 from serving import protocol
 from trainer import call_cost
+from trainer import hparams
 
 DEFAULT_MODEL = options.MODEL_NAME
 MAX_MESSAGE_BYTES = 256 << 20
@@ -158,12 +159,13 @@ def configs_per_request(graph) -> int:
   size limit as JSON (~6 bytes a value)."""
   per_config = 6 * 18 * max(len(graph.node_config_ids), 1) if (
       graph.kind == "layout") else 6 * 24
-  most = min(conversion_options.RANK_K["late"],
+  join = hparams.JOINS[0]  # The default model's; the signature chunks.
+  most = min(conversion_options.RANK_K[join],
              options.MAX_REQUEST_BYTES // 4 // per_config)
   if graph.kind != "layout":
     return max(1, most)
   return int(call_cost.configs_per_example(
-      graph.num_nodes, len(graph.node_config_ids), "late", most=max(most, 1)))
+      graph.num_nodes, len(graph.node_config_ids), join, most=max(most, 1)))
 
 
 def connect(server: str, model: str = DEFAULT_MODEL,

@@ -45,6 +45,7 @@ from serving import model_repository
 from serving import options
 from serving import protocol
 from trainer import export
+from trainer import hparams
 
 _DRAIN_LIMIT = 1 << 30  # Larger oversized bodies are not even read.
 _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
@@ -69,7 +70,7 @@ class Loaded:
   name: str
   version: int
   predict: Callable
-  join: str = "late"  # The layout model's join: how examples cost.
+  join: str = hparams.JOINS[0]  # The layout model's join: example costs.
   rank: Optional[Callable] = None  # The plain-tensor signature, if any.
   kind: Optional[str] = None  # "tile" or "layout", from its metadata.
 
@@ -269,7 +270,8 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
   manager: ModelManager = None
   predictor: Predictor = None
   max_bytes: int = options.MAX_REQUEST_BYTES
-  timeout = options.READ_TIMEOUT_SECONDS  # Socket timeout (StreamRequestHandler).
+  # The socket timeout of StreamRequestHandler: idle or slow clients.
+  timeout = options.READ_TIMEOUT_SECONDS
   protocol_version = "HTTP/1.1"
 
   def log_message(self, fmt, *args):  # Requests are logged by `_send`.

@@ -18,10 +18,11 @@ from conversion import prune
 from schemas import npz_format
 from schemas.errors import fail
 from serving import call_budget
-from trainer import call_cost
 from serving import options as serving_options
+from trainer import call_cost
 from trainer import evaluate
 from trainer import export
+from trainer import hparams
 from trainer import input_fn
 
 
@@ -36,7 +37,7 @@ def fitting_k(graph: npz_format.Graph, join: str, budget: int,
 
 def score_graph(score_examples: Callable, graph: npz_format.Graph, gid: str,
                 k: Optional[int] = None, batch: Optional[int] = None,
-                hops: int = options.DEFAULT_HOPS, join: str = "late",
+                hops: int = options.DEFAULT_HOPS, join: str = hparams.JOINS[0],
                 budget: int = serving_options.MAX_OP_COPIES) -> np.ndarray:
   """Scores every config of a graph through any `score_examples` function.
 

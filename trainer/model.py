@@ -13,8 +13,9 @@ that place each score in its example.
   dense layers over those rows, not message passing over the graph.
 * Ops are encoded from an opcode embedding and their 140 features, signed-log
   transformed and standardised with statistics of the train split (stored in
-  the model as constants). Early join (`join="early"`): layout copies also read, at configurable ops,
-  each of the 18 config values one-hot (-1..5) (early join), and at every
+  the model as constants). Early join (`join="early"`): layout copies
+  also read, at configurable ops, each of the 18 config values one-hot
+  (-1..5), and at every
   op `phys`: what the chosen layouts mean physically at every op they
   reach (see `graph_ops.expand_layout`). The config-free part is encoded
   once per example and shared by its K copies (`LayoutEncoder`).

@@ -25,3 +25,8 @@ def test_xla_by_default_only_where_it_speeds_up_cpu_training(collection,
 def test_unknown_join_is_refused():
   with pytest.raises(ValueError, match="join"):
     hparams.ModelConfig(kind="layout", join="middle")
+
+
+def test_rank_defaults_exist_for_every_join():
+  from conversion import options  # pylint: disable=g-import-not-at-top
+  assert set(options.RANK_K) == set(options.RANK_BATCH) == set(hparams.JOINS)
