@@ -4,7 +4,6 @@ scorer, so `saved_model_scorer.score_graph` ranks any number of configs in
 chunked requests through either.
 """
 
-import json
 import time
 import urllib.error
 import urllib.parse
@@ -66,16 +65,16 @@ class RestClient:
     self._path, self._timeout, self._retries = path, timeout, retries
 
   def _call(self, path: str, body: Optional[dict] = None) -> dict:
-    data = None if body is None else json.dumps(body).encode()
+    data = None if body is None else protocol.to_json(body)
     request = urllib.request.Request(
         self._base + path, data=data,
         headers={"Content-Type": "application/json"})
     try:
       with urllib.request.urlopen(request, timeout=self._timeout) as r:
-        return json.loads(r.read())
+        return protocol.from_json(r.read())
     except urllib.error.HTTPError as e:
       try:
-        message = json.loads(e.read()).get("error", "")
+        message = protocol.from_json(e.read()).get("error", "")
       except ValueError:
         message = e.reason
       error = ServerBusy if e.code == 429 else ServerError

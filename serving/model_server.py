@@ -27,7 +27,6 @@ clients retry with back-off); one with too many examples gets 413.
 import concurrent.futures
 import dataclasses
 import http.server
-import json
 import logging
 import re
 import threading
@@ -295,7 +294,7 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
       logging.warning("%s %s -> %d: %s", self.command or "-",
                       getattr(self, "path", "-"), code,
                       str(body.get("error", ""))[:200])
-    data = json.dumps(body).encode()
+    data = protocol.to_json(body)
     self.send_response(code)
     if code == 429:
       self.send_header("Retry-After", "1")
@@ -364,7 +363,7 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
                                 f"{len(raw)}"})
       return
     try:
-      body = json.loads(raw)
+      body = protocol.from_json(raw)
       if (isinstance(body, dict) and
           protocol.signature_of(body) == protocol.RANK_SIGNATURE):
         _, scores = self.predictor.rank(
@@ -443,7 +442,8 @@ class _BoundedHTTPServer(http.server.ThreadingHTTPServer):
 
   def process_request(self, request, client_address):
     if not self._slots.acquire(blocking=False):
-      body = json.dumps({"error": "too many connections; retry later"})
+      body = protocol.to_json(
+          {"error": "too many connections; retry later"}).decode()
       try:
         request.sendall((
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: "

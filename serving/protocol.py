@@ -22,6 +22,7 @@ import base64
 from typing import Optional
 
 import numpy as np
+import orjson
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 
@@ -47,6 +48,19 @@ def tf_error_line(error: Exception) -> str:
       l.startswith((" ", "\t", "[[")) or
       l.startswith(("Graph execution error", "Detected at node")))]
   return (lines[-1] if lines else text.strip())[:500]
+
+
+def to_json(body) -> bytes:
+  """A REST body as JSON bytes. Numpy arrays serialize natively: one
+  graph's config arrays are tens of MB of JSON, ~10x faster than `json`
+  on `tolist()`. NaN and Inf become null (JSON has neither)."""
+  return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def from_json(raw: bytes):
+  """A parsed REST body. Strict JSON: no NaN/Infinity literals; nesting
+  deeper than 1024 is a ValueError like any malformed body."""
+  return orjson.loads(raw)
 
 
 def rest_request(serialized: list[bytes]) -> dict:
@@ -189,7 +203,7 @@ def _rank_array(name: str, value) -> np.ndarray:
 def rest_rank_request(arrays: dict) -> dict:
   """The REST body (columnar) asking the `rank` signature of one graph."""
   return {"signature_name": RANK_SIGNATURE,
-          "inputs": {k: np.asarray(v).tolist() for k, v in arrays.items()}}
+          "inputs": {k: np.ascontiguousarray(v) for k, v in arrays.items()}}
 
 
 def parse_rest_rank_request(body: dict) -> dict:

@@ -124,10 +124,16 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
     ok = (rp >= 0) & tf.gather(needed, tf.maximum(rp, 0))
     row_producers.append(tf.where(
         ok, row_of(tf.maximum(rp, 0), row_config), -1))
-  cfg = tf.scatter_nd(
-      row_of(nc_op, nc_config)[:, None],
-      tf.concat([nc_feat, tf.ones_like(nc_feat[:, :1])], axis=-1),
-      tf.stack([total_rows, lf.CFG_WIDTH]))
+  # Rows of configurable ops take their config's values (cfg) and chosen
+  # layouts (physical); other rows zeros. Placed by an index and a gather:
+  # several times faster than scatter_nd of the wide rows on CPU.
+  nc_cfg = tf.concat([nc_feat, tf.ones_like(nc_feat[:, :1])], axis=-1)
+  nc_of_row = tf.math.unsorted_segment_max(
+      tf.range(1, tf.size(nc_op) + 1), row_of(nc_op, nc_config), total_rows)
+  nc_of_row = tf.maximum(nc_of_row, 0)  # 0: not configurable.
+  at_rows = lambda x, rows=nc_of_row: tf.gather(tf.pad(x, [[1, 0], [0, 0]]),
+                                                rows)
+  cfg = at_rows(nc_cfg)
   r_dims = tf.gather(dims, row_op)
   r_current = tf.gather(current, row_op)
   r_opcode = tf.gather(opcode, row_op)
@@ -138,22 +144,19 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
                        row_of(tf.gather(heads, row_op), row_config),
                        tf.range(total_rows))
   # Non-zero at configurable ops only: computed on the config's values
-  # there, with shapes from the graph, and placed in their rows.
-  nc_cfg = tf.concat([nc_feat, tf.ones_like(nc_feat[:, :1])], axis=-1)
+  # there, with shapes from the graph.
   operands = [(tf.gather(dims, tf.maximum(p, 0)), tf.gather(
       current, tf.maximum(p, 0)), p >= 0) for p in (
           tf.gather(q, nc_op) for q in producers)]
-  physical = tf.scatter_nd(
-      row_of(nc_op, nc_config)[:, None],
-      lf.chosen_layout_features(tf.gather(dims, nc_op),
-                                tf.gather(current, nc_op), operands, nc_cfg),
-      tf.stack([total_rows, lf.PHYS_WIDTH]))
+  chosen = lf.chosen_layout_features(
+      tf.gather(dims, nc_op), tf.gather(current, nc_op), operands, nc_cfg)
   # Features of the R rows only; the other rows are their operands.
   keep = tf.gather(reads, row_op)
   kept = tf.cast(tf.where(keep)[:, 0], tf.int32)
   propagated = lf.propagated_layout_features(
       r_dims, r_current, r_opcode, cfg, row_producers, fixed, row_heads, kept)
-  physical, cfg = tf.gather(physical, kept), tf.gather(cfg, kept)
+  physical = at_rows(chosen, tf.gather(nc_of_row, kept))
+  cfg = tf.gather(cfg, kept)
   cost = lf.cost_scales(r_dims, tf.gather(r_opcode, kept), cfg, physical,
                         propagated, row_producers,
                         tf.gather(unit, tf.gather(row_op, kept)), kept)

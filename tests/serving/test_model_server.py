@@ -332,8 +332,8 @@ def test_rank_signature_refuses_the_other_kind_and_non_finite_input(
   layout["node_feat"][0, 0] = np.nan
   for arrays, fragment in ((tile, "other kind"), (layout, "node_feat")):
     status, body = _post(server.rest_port, "/v1/models/tpurank:predict",
-                         json.dumps(protocol.rest_rank_request(
-                             arrays)).replace("NaN", "null").encode())
+                         protocol.to_json(protocol.rest_rank_request(
+                             arrays)))
     assert status == 400 and fragment in body["error"], body
     stub = prediction_service_pb2_grpc.PredictionServiceStub(
         grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))

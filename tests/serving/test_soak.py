@@ -39,14 +39,14 @@ def _requests(layout_npz, tile_npz):
   exs = _examples(layout_npz, k=4)[:2]
   good_examples = json.dumps(protocol.rest_request(exs)).encode()
   _, arrays = _arrays(layout_npz)
-  good_arrays = json.dumps(protocol.rest_rank_request(arrays)).encode()
+  good_arrays = protocol.to_json(protocol.rest_rank_request(arrays))
   _, tile = _arrays(tile_npz)
-  wrong_kind = json.dumps(protocol.rest_rank_request(tile)).encode()
+  wrong_kind = protocol.to_json(protocol.rest_rank_request(tile))
   nan = dict(arrays, node_feat=np.where(
       np.arange(arrays["node_feat"].size).reshape(
           arrays["node_feat"].shape) == 7, np.nan, arrays["node_feat"]))
-  non_finite = json.dumps(protocol.rest_rank_request(nan)).replace(
-      "NaN", "null").encode()
+  # JSON has no NaN: it travels as null (to_json), read back as NaN.
+  non_finite = protocol.to_json(protocol.rest_rank_request(nan))
   bad_b64 = json.dumps({"instances": [{"b64": "%%%"}]}).encode()
   not_example = json.dumps({"instances": [{"b64": base64.b64encode(
       b"\x08\x96\x01 not an example").decode()}]}).encode()
