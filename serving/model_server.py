@@ -4,11 +4,12 @@ For machines without the `tensorflow_model_server` binary (it is neither on
 PyPI nor in Debian). It serves every model of a repository
 (`serving/model_repository.py` layout) with TF Serving's APIs:
 
-* REST: `GET /v1/models/<name>[/versions/<v>]` (model status) and
+* REST: `GET /v1/models/<name>[/versions/<v>]` (model status),
+  `GET /v1/models/<name>[/versions/<v>]/metadata` (signatures) and
   `POST /v1/models/<name>[/versions/<v>]:predict`;
 * gRPC: `tensorflow.serving.PredictionService/Predict` and
-  `tensorflow.serving.ModelService/GetModelStatus`, with the official
-  protos of `tensorflow-serving-api`.
+  `/GetModelMetadata`, and `tensorflow.serving.ModelService/GetModelStatus`,
+  with the official protos of `tensorflow-serving-api`.
 
 A poller loads a model's new highest version in the background and swaps it
 in once loaded, so requests never wait for a load (no downtime); the old
@@ -48,7 +49,8 @@ from trainer import hparams
 
 _DRAIN_LIMIT = 1 << 30  # Larger oversized bodies are not even read.
 _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
-                    r"(?:/versions/(?P<version>\d+))?(?P<verb>:predict)?$")
+                    r"(?:/versions/(?P<version>\d+))?"
+                    r"(?:(?P<verb>:predict)|(?P<metadata>/metadata))?$")
 
 
 class NotFound(LookupError):
@@ -72,6 +74,8 @@ class Loaded:
   join: str = hparams.JOINS[0]  # The layout model's join: example costs.
   rank: Optional[Callable] = None  # The plain-tensor signature, if any.
   kind: Optional[str] = None  # "tile" or "layout", from its metadata.
+  # Its SignatureDefMap (`protocol.signature_defs`), for metadata requests.
+  signature_defs: Optional[object] = None
 
 
 class ModelManager:
@@ -101,6 +105,7 @@ class ModelManager:
       try:
         signatures = tf.saved_model.load(path).signatures
         fn = signatures[protocol.SIGNATURE]
+        defs = protocol.signature_defs(path)
       except Exception as e:  # pylint: disable=broad-except
         # A broken version must not take the server (or the old one) down.
         self._errors[name] = f"{path}: {e}"
@@ -110,7 +115,8 @@ class ModelManager:
         metadata = export.metadata_or_empty(path)
         self._models[name] = Loaded(
             name, newest, fn, export.model_join(metadata),
-            signatures.get(protocol.RANK_SIGNATURE), metadata.get("kind"))
+            signatures.get(protocol.RANK_SIGNATURE), metadata.get("kind"),
+            defs)
       logging.info("serving %s version %d", name, newest)
 
   def start(self) -> None:
@@ -311,18 +317,21 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
       self._send(404, {"error": f"no such endpoint: {self.path}"})
       return None
     version = int(m["version"]) if m["version"] else None
-    return m["name"], version, bool(m["verb"])
+    return m["name"], version, bool(m["verb"]), bool(m["metadata"])
 
   def do_GET(self):  # pylint: disable=invalid-name
     route = self._route()
     if route is None:
       return
-    name, version, verb = route
+    name, version, verb, metadata = route
     if verb:
       self._send(405, {"error": ":predict takes POST"})
       return
     try:
-      self._send(200, _status(self.manager.get(name, version)))
+      loaded = self.manager.get(name, version)
+      self._send(200, protocol.rest_metadata(
+          loaded.name, loaded.version, loaded.signature_defs) if metadata
+                 else _status(loaded))
     except NotFound as e:
       self._send(404, {"error": str(e)})
 
@@ -330,7 +339,7 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
     route = self._route()
     if route is None:
       return
-    name, version, verb = route
+    name, version, verb, _ = route
     if not verb:
       self._send(405, {"error": "POST needs :predict"})
       return
@@ -387,7 +396,7 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
 
 
 class _PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-  """gRPC PredictionService.Predict over the manager."""
+  """gRPC PredictionService.Predict and GetModelMetadata over the manager."""
 
   def __init__(self, predictor: Predictor):
     self._predictor = predictor
@@ -408,6 +417,17 @@ class _PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     except tuple(_GRPC_CODES) as e:
       context.abort(_GRPC_CODES[type(e)], str(e))
     return protocol.grpc_response(scores, index, loaded.name, loaded.version)
+
+  def GetModelMetadata(self, request, context):  # pylint: disable=invalid-name
+    version = (request.model_spec.version.value
+               if request.model_spec.HasField("version") else None)
+    try:
+      protocol.check_metadata_request(request)
+      loaded = self._predictor.manager.get(request.model_spec.name, version)
+    except (NotFound, protocol.RequestError) as e:
+      context.abort(_GRPC_CODES[type(e)], str(e))
+    return protocol.grpc_metadata_response(loaded.name, loaded.version,
+                                           loaded.signature_defs)
 
 
 class _ModelService(model_service_pb2_grpc.ModelServiceServicer):

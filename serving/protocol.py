@@ -11,6 +11,10 @@ server alike:
 * gRPC `tensorflow.serving.PredictionService/Predict` with a PredictRequest
   whose input `examples` is a DT_STRING tensor of serialized examples; the
   outputs `scores` (float) and `config_index` (int64) are [n, K_max].
+* Model metadata: REST `GET /v1/models/<name>[/versions/<v>]/metadata`
+  and gRPC `PredictionService/GetModelMetadata` (metadata_field
+  "signature_def"), answered with the SavedModel's SignatureDefMap as TF
+  Serving does.
 * The `rank` signature (`signature_name: "rank"`): one graph's npz arrays
   as named inputs (REST `{"signature_name": "rank", "inputs": {"node_feat":
   [[...]], ...}}`, gRPC tensors), answered with `scores` [configs] (REST
@@ -24,6 +28,9 @@ from typing import Optional
 import numpy as np
 import orjson
 import tensorflow as tf
+from google.protobuf import json_format
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow_serving.apis import get_model_metadata_pb2
 from tensorflow_serving.apis import predict_pb2
 
 SIGNATURE = "serving_default"
@@ -261,3 +268,52 @@ def grpc_rank_response(scores: np.ndarray, model: str,
 def parse_grpc_rank_response(response: predict_pb2.PredictResponse
                              ) -> np.ndarray:
   return tf.make_ndarray(response.outputs["scores"])
+
+
+METADATA_FIELD = "signature_def"  # The one field TF Serving's metadata has.
+
+
+def signature_defs(model_dir: str) -> get_model_metadata_pb2.SignatureDefMap:
+  """Every SignatureDef of a SavedModel's (first) MetaGraph, as TF Serving
+  reports them."""
+  saved = saved_model_pb2.SavedModel()
+  with tf.io.gfile.GFile(f"{model_dir}/saved_model.pb", "rb") as f:
+    saved.ParseFromString(f.read())
+  out = get_model_metadata_pb2.SignatureDefMap()
+  for name, sig in saved.meta_graphs[0].signature_def.items():
+    out.signature_def[name].CopyFrom(sig)
+  return out
+
+
+def rest_metadata(name: str, version: int,
+                  defs: get_model_metadata_pb2.SignatureDefMap) -> dict:
+  """The REST answer of `GET .../metadata` (TF Serving's JSON: proto field
+  names, default values printed, int64 as strings)."""
+  return {"model_spec": {"name": name, "signature_name": "",
+                         "version": str(version)},
+          "metadata": {METADATA_FIELD: json_format.MessageToDict(
+              defs, preserving_proto_field_name=True,
+              including_default_value_fields=True)}}
+
+
+def check_metadata_request(
+    request: get_model_metadata_pb2.GetModelMetadataRequest) -> None:
+  """Raises RequestError as TF Serving refuses a metadata request."""
+  if not request.HasField("model_spec"):
+    raise RequestError("Missing ModelSpec")
+  if not request.metadata_field:
+    raise RequestError(
+        "GetModelMetadataRequest must specify at least one metadata_field")
+  for field in request.metadata_field:
+    if field != METADATA_FIELD:
+      raise RequestError(f"Metadata field {field} is not supported")
+
+
+def grpc_metadata_response(
+    name: str, version: int, defs: get_model_metadata_pb2.SignatureDefMap
+) -> get_model_metadata_pb2.GetModelMetadataResponse:
+  response = get_model_metadata_pb2.GetModelMetadataResponse()
+  response.model_spec.name = name
+  response.model_spec.version.value = version
+  response.metadata[METADATA_FIELD].Pack(defs)
+  return response

@@ -9,10 +9,13 @@ each, as conversion writes them) and returns:
 * `config_index` [batch, K_max] int64: each score's config index in the npz.
 
 The `rank` signature takes one graph as plain tensors, the arrays of its
-(pruned) TpuGraphs npz (`graph_tensor.ARRAY_SPECS`: `node_feat`,
-`node_opcode`, `edge_index`, and `node_config_ids` + `node_config_feat`
-for layout or `config_feat` for tile, any number of configs), and returns
-`scores` [configs] (lower = predicted faster). It runs the configs in
+TpuGraphs npz (`graph_tensor.ARRAY_SPECS`: `node_feat`, `node_opcode`,
+`edge_index`, and `node_config_ids` + `node_config_feat` for layout or
+`config_feat` for tile, any number of configs), and returns `scores`
+[configs] (lower = predicted faster). It prunes a layout graph with the
+model's own hops (`conversion.prune.prune_arrays`; pruning a pruned graph
+again changes nothing, so clients may prune first to send less), and runs
+the configs in
 chunks within the call budget (`call_cost`), so a request's memory is
 bounded by its own arrays. Both signatures refuse non-finite features
 (InvalidArgumentError naming the feature: a 400 from a server).
@@ -28,6 +31,7 @@ from typing import Optional
 import tensorflow as tf
 
 from conversion import options
+from conversion import prune
 from schemas import graph_tensor
 from schemas import npz_format
 from trainer import call_cost
@@ -49,10 +53,11 @@ class ServingModule(tf.Module):
     score_model: From `trainer.model.build_score_model`.
     kind: "tile" or "layout".
     join: The layout model's join (`hparams.JOINS`).
+    hops: The layout pruning hops the model was trained with (< 0: none).
   """
 
   def __init__(self, score_model: tf.keras.Model, kind: str,
-               join: str = hparams.JOINS[0]):
+               join: str = hparams.JOINS[0], hops: int = options.DEFAULT_HOPS):
     super().__init__()
     self.model_variables = list(score_model.variables)
 
@@ -97,6 +102,8 @@ class ServingModule(tf.Module):
       for key in ("node_feat", config_key):
         tf.debugging.assert_all_finite(
             arrays[key], f"{key}: expected finite values, found NaN or Inf")
+      if kind == npz_format.LAYOUT and hops >= 0:
+        arrays = prune.prune_arrays(arrays, hops)
       feat = arrays[config_key]
       configs = tf.shape(feat)[0]
       if kind == npz_format.LAYOUT:
@@ -158,7 +165,8 @@ def save(score_model: tf.keras.Model, kind: str, path: str,
                      f".tmp-{os.path.basename(path.rstrip('/'))}")
   if tf.io.gfile.exists(tmp):
     tf.io.gfile.rmtree(tmp)
-  module = ServingModule(score_model, kind, join)
+  module = ServingModule(score_model, kind, join,
+                         pruning_hops(path, metadata))
   tf.saved_model.save(module, tmp,
                       signatures={"serving_default": module.serve,
                                   RANK_SIGNATURE: module.rank})

@@ -83,3 +83,28 @@ def test_neighbourhood_keeps_regions_whole_then_adds_hops():
   g = _chain_with_region()
   assert list(prune.neighbourhood(g, 0)) == [1, 2, 3]
   assert list(prune.neighbourhood(g, 1)) == [0, 1, 2, 3, 4, 9]
+
+
+def test_in_graph_pruning_matches_and_is_idempotent(layout_npz):
+  """`prune_arrays` (TF ops, what the served `rank` signature runs) gives
+  the arrays `prune` writes, and pruning a pruned graph changes nothing
+  (clients may prune before sending)."""
+  g = npz_format.load_graph(layout_npz)
+  for graph in (g, _chain_with_region()):
+    for hops in (0, 1, 2):
+      p = prune.prune(graph, hops)
+      arrays = {"node_feat": graph.node_feat, "node_opcode":
+                graph.node_opcode.astype(np.int64), "edge_index":
+                graph.edge_index.astype(np.int64), "node_config_ids":
+                graph.node_config_ids.astype(np.int64)}
+      got = {k: v.numpy() for k, v in prune.prune_arrays(arrays,
+                                                         hops).items()}
+      np.testing.assert_array_equal(got["node_feat"], p.node_feat)
+      np.testing.assert_array_equal(got["node_opcode"], p.node_opcode)
+      np.testing.assert_array_equal(got["edge_index"], p.edge_index)
+      np.testing.assert_array_equal(got["node_config_ids"],
+                                    p.node_config_ids)
+      again = prune.prune(p, hops)
+      assert again.num_nodes == p.num_nodes
+      np.testing.assert_array_equal(again.edge_index, p.edge_index)
+      np.testing.assert_array_equal(again.node_config_ids, p.node_config_ids)

@@ -12,6 +12,7 @@ import urllib.request
 import grpc
 import numpy as np
 import pytest
+from tensorflow_serving.apis import get_model_metadata_pb2
 from tensorflow_serving.apis import get_model_status_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import predict_pb2
@@ -77,6 +78,65 @@ def test_status_endpoints(server):
   got = stub.GetModelStatus(req, timeout=30).model_version_status[0]
   assert got.version == 1 and got.state == (
       get_model_status_pb2.ModelVersionStatus.AVAILABLE)
+
+
+def _get(port, path):
+  try:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}",
+                                timeout=60) as r:
+      return r.status, json.loads(r.read())
+  except urllib.error.HTTPError as e:
+    return e.code, json.loads(e.read())
+
+
+def test_metadata_answers_as_tf_serving(server, repository):
+  """REST GET .../metadata and gRPC GetModelMetadata: the SavedModel's own
+  signatures, so a client without tpurank can learn the `rank` inputs."""
+  _, path = repository
+  status, rest = _get(server.rest_port, "/v1/models/tpurank/metadata")
+  assert status == 200
+  assert rest["model_spec"] == {"name": "tpurank", "signature_name": "",
+                                "version": "1"}
+  defs = rest["metadata"]["signature_def"]["signature_def"]
+  rank = defs["rank"]
+  assert rank["method_name"] == "tensorflow/serving/predict"
+  feat = rank["inputs"]["node_config_feat"]
+  assert feat["dtype"] == "DT_FLOAT"
+  assert [d["size"] for d in feat["tensor_shape"]["dim"]] == ["-1", "-1",
+                                                              "18"]
+  assert set(rank["inputs"]) == {"node_feat", "node_opcode", "edge_index",
+                                 "node_config_ids", "node_config_feat"}
+  assert rank["outputs"]["scores"]["dtype"] == "DT_FLOAT"
+  assert defs["serving_default"]["inputs"]["examples"]["dtype"] == (
+      "DT_STRING")
+  assert _get(server.rest_port,
+              "/v1/models/tpurank/versions/1/metadata")[1] == rest
+  assert _get(server.rest_port, "/v1/models/nope/metadata")[0] == 404
+
+  stub = prediction_service_pb2_grpc.PredictionServiceStub(
+      grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+  req = get_model_metadata_pb2.GetModelMetadataRequest()
+  req.model_spec.name = "tpurank"
+  with pytest.raises(grpc.RpcError) as e:  # No metadata_field: refused.
+    stub.GetModelMetadata(req, timeout=30)
+  assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+  req.metadata_field.append("signature_def")
+  got = stub.GetModelMetadata(req, timeout=30)
+  assert got.model_spec.name == "tpurank" and got.model_spec.version.value == 1
+  sig_map = get_model_metadata_pb2.SignatureDefMap()
+  assert got.metadata["signature_def"].Unpack(sig_map)
+  assert sig_map == protocol.signature_defs(path)
+  assert set(sig_map.signature_def) >= {"serving_default", "rank"}
+  for field, name, code in (("labels", "tpurank",
+                             grpc.StatusCode.INVALID_ARGUMENT),
+                            ("signature_def", "nope",
+                             grpc.StatusCode.NOT_FOUND)):
+    bad = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=[
+        field])
+    bad.model_spec.name = name
+    with pytest.raises(grpc.RpcError) as e:
+      stub.GetModelMetadata(bad, timeout=30)
+    assert e.value.code() == code
 
 
 @pytest.mark.parametrize("path,body,code", [

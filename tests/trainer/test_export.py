@@ -115,7 +115,8 @@ def test_rank_signature_takes_npz_arrays_and_scores_like_examples(
       model_graph.spec.relax(num_components=True, num_nodes=True,
                              num_edges=True), unit_stats())
   path = export.save(sm, kind, str(tmp_path / "m" / "1"), {}, join)
-  np.savez(tmp_path / "req.npz", **_arrays(graph))
+  # The whole graph, as a TF Serving user sends it: the model prunes it.
+  np.savez(tmp_path / "req.npz", **_arrays(graphs[0]))
   r = subprocess.run([sys.executable, "-c", _RANK, path,
                       str(tmp_path / "req.npz")],
                      capture_output=True, text=True, check=True)
@@ -128,6 +129,11 @@ def test_rank_signature_takes_npz_arrays_and_scores_like_examples(
         graph.num_nodes, len(graph.node_config_ids), join,
         budget=300) < graph.num_configs
   np.testing.assert_allclose(out["scores"], want, rtol=1e-4, atol=1e-5)
+  # A graph pruned before sending scores the same (pruning is idempotent).
+  rank = tf.saved_model.load(path).signatures["rank"]
+  pruned = rank(**{k: tf.constant(v) for k, v in _arrays(graph).items()})
+  np.testing.assert_allclose(pruned["scores"].numpy(), want, rtol=1e-4,
+                             atol=1e-5)
 
 
 def test_rank_signature_refuses_non_finite_features(tmp_path):
