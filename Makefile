@@ -13,7 +13,7 @@ DEMO_COLLECTION ?= layout:nlp:random
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONWARNINGS ?= ignore::FutureWarning,ignore::DeprecationWarning
 
-.PHONY: setup demo test test-fast lock clean bench bench-quick
+.PHONY: setup demo test test-fast lock clean bench bench-quick image
 
 setup: $(STAMP)
 
@@ -79,3 +79,25 @@ bench: setup
 # A reduced suite (about 9 minutes, measured) into bench_out/quick/.
 bench-quick: setup
 	$(PY) -m benchmarks.suite --quick
+
+# The container image of the Vertex pipeline, its training job and Dataflow
+# workers (see Dockerfile): build and push where docker runs. TPU=1
+# LIBTPU_URL=... adds the TPU runtime.
+IMAGE ?=
+TPU ?= 0
+LIBTPU_URL ?=
+DOCKER ?= docker
+BEAM_VERSION := $(shell sed -n 's/^apache-beam==//p' requirements.lock)
+image:
+	@if [ -z "$(IMAGE)" ]; then \
+	  echo "make image: say where the image goes: make image IMAGE=REGION-docker.pkg.dev/PROJECT/REPO/tpurank:TAG" >&2; exit 2; fi
+	@if ! command -v $(DOCKER) >/dev/null 2>&1; then \
+	  echo "make image: docker is not installed on this machine, so nothing was built." >&2; \
+	  echo "  On a machine with docker: docker build --build-arg BEAM_VERSION=$(BEAM_VERSION) -t $(IMAGE) . && docker push $(IMAGE)" >&2; \
+	  echo "  or with Cloud Build: gcloud builds submit --tag $(IMAGE) ." >&2; exit 3; fi
+	@if ! $(DOCKER) info >/dev/null 2>&1; then \
+	  echo "make image: docker is installed but its daemon is not reachable here, so nothing was built." >&2; \
+	  echo "  Start it, or use Cloud Build: gcloud builds submit --tag $(IMAGE) ." >&2; exit 3; fi
+	$(DOCKER) build --build-arg BEAM_VERSION=$(BEAM_VERSION) --build-arg TPU=$(TPU) \
+	    --build-arg LIBTPU_URL=$(LIBTPU_URL) -t $(IMAGE) .
+	$(DOCKER) push $(IMAGE)

@@ -22,6 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from conversion import beam_args as beam_args_lib
 from conversion import convert
 from conversion import graph_files
 from conversion.options import ConvertOptions
@@ -32,13 +33,13 @@ SPLITS = ("train", "valid", "test")
 
 
 def default_beam_args(beam_args: Sequence[str]) -> list[str]:
-  """Adds the multi-processing DirectRunner unless a runner is given."""
-  args = list(beam_args)
-  if not any(a.startswith("--runner") for a in args):
-    args += ["--runner=DirectRunner",
-             "--direct_running_mode=multi_processing",
-             f"--direct_num_workers={os.cpu_count() or 1}"]
-  return args
+  """The multi-processing DirectRunner unless a runner is given; the user's
+  flags replace the defaults they name (`beam_args.merge`)."""
+  if "runner" in {n for n, _ in beam_args_lib.split_flags(beam_args)}:
+    return list(beam_args)
+  return beam_args_lib.merge(
+      ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
+       f"--direct_num_workers={os.cpu_count() or 1}"], beam_args)
 
 
 def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:

@@ -17,6 +17,20 @@ MODEL_NAME = serving_options.MODEL_NAME  # <serving base>/<MODEL_NAME>/<v>/.
 # tile: top-5 error at most) and be no worse than the last blessed model's.
 THRESHOLDS = {"layout": 0.2, "tile": 0.5}
 
+def dataflow_args(project: str, region: str, bucket: str,
+                  image: str) -> list[str]:
+  """Default Beam flags of the Vertex pipeline's Beam steps: Dataflow,
+  whose workers run tpurank's image (the `Dockerfile`, `make image`) as a
+  custom SDK container, so they have the project's code and exactly its
+  locked dependencies. User flags replace only themselves
+  (`conversion.beam_args.merge`)."""
+  return ["--runner=DataflowRunner", f"--project={project}",
+          f"--region={region}", f"--temp_location={bucket}/tmp",
+          f"--sdk_container_image={image}",
+          # The image holds the SDK: nothing to stage.
+          "--sdk_location=container"]
+
+
 # Vertex AI: the Trainer runs as a Vertex custom job. A TPU worker pool is an
 # option (`--tpu`); the trainer then resolves the TPU with
 # TPUClusterResolver("local") and trains under TPUStrategy.

@@ -53,6 +53,9 @@ class TrainConfig:
   valid_files: Sequence[str]
   out_dir: str
   model: Optional[ModelConfig] = None
+  # TensorBoard logs (None: out_dir/logs). On Vertex AI, the run_fn sets
+  # AIP_TENSORBOARD_LOG_DIR here when the job has a TensorBoard.
+  log_dir: Optional[str] = None
   loss: str = LOSSES[0]
   k: int = options.K
   batch_size: int = 0  # 0: by kind (BATCH_SIZE).

@@ -4,13 +4,19 @@
 dict of `TrainConfig` fields (e.g. {"max_minutes": 5, "loss": "softmax"}) and
 `model`, a dict of `ModelConfig` fields. The SavedModel goes to
 `fn_args.serving_model_dir` (the Pusher versions it); checkpoints, logs and
-backups to `fn_args.model_run_dir`.
+backups to `fn_args.model_run_dir`, TensorBoard logs where Vertex AI asks
+(`AIP_TENSORBOARD_LOG_DIR`, set when the training job has a TensorBoard).
 """
+
+import os
 
 from schemas import npz_format
 from trainer import hparams
 from trainer import input_fn
 from trainer import train as train_lib
+
+# Where Vertex AI's training service wants TensorBoard logs.
+VERTEX_TENSORBOARD_ENV = "AIP_TENSORBOARD_LOG_DIR"
 
 
 def config_from_fn_args(fn_args) -> hparams.TrainConfig:
@@ -30,6 +36,7 @@ def config_from_fn_args(fn_args) -> hparams.TrainConfig:
       train_files=input_fn.list_record_files(fn_args.train_files),
       valid_files=input_fn.list_record_files(fn_args.eval_files),
       out_dir=fn_args.model_run_dir,
+      log_dir=os.environ.get(VERTEX_TENSORBOARD_ENV) or None,
       export_path=fn_args.serving_model_dir,
       model=model, **train_args)
 

@@ -174,6 +174,10 @@ class ValidationCallback(tf.keras.callbacks.Callback):
       self._score_model.set_weights(self.best_weights)
 
 
+def _log_dir(cfg: hparams.TrainConfig) -> str:
+  return cfg.log_dir or os.path.join(cfg.out_dir, "logs")
+
+
 def train(cfg: hparams.TrainConfig) -> dict:
   """Trains, validates, exports. Returns a summary (also in summary.json)."""
   tf.keras.utils.set_random_seed(cfg.seed)
@@ -213,7 +217,7 @@ def train(cfg: hparams.TrainConfig) -> dict:
   data = (strategy.distribute_datasets_from_function(dataset_fn)
           if distributed else local_data)
   val = ValidationCallback(score_model, kind, cfg.valid_files,
-                           os.path.join(cfg.out_dir, "logs", "validation"),
+                           os.path.join(_log_dir(cfg), "validation"),
                            cfg.max_minutes, join)
   metric, mode = metrics.PRIMARY[kind]
   throughput = ThroughputCallback(per_replica * replicas)
@@ -234,7 +238,7 @@ def train(cfg: hparams.TrainConfig) -> dict:
         monitor=f"val_{metric}", mode=mode, factor=0.5,
         patience=cfg.lr_patience, min_lr=cfg.learning_rate / 16))
   callbacks += [
-      tf.keras.callbacks.TensorBoard(os.path.join(cfg.out_dir, "logs")),
+      tf.keras.callbacks.TensorBoard(_log_dir(cfg)),
       tf.keras.callbacks.CSVLogger(os.path.join(cfg.out_dir, "history.csv"),
                                    append=True),
   ]

@@ -18,6 +18,7 @@ from pipeline import ranking_evaluator
 from pipeline import runners
 from schemas import npz_format
 from tests.conftest import tiny_collection
+from tpurank import cli
 
 COLLECTION = "layout:xla:random"
 
@@ -102,6 +103,31 @@ def test_vertex_compile_names_every_component(tmp_path):
   text = json.dumps(spec)
   assert "trainer.run_fn.run_fn" in text
   assert "ai_platform_enable_vertex" in text and "cloud-tpu" in text
+
+
+def test_compiled_spec_runs_every_step_and_dataflow_on_the_image(tmp_path):
+  """`pipeline compile`: the image for every step and the Dataflow workers;
+  a user's Beam flag replaces only its own default."""
+  out = str(tmp_path / "pipeline.json")
+  image = "us-docker.pkg.dev/p/r/tpurank:1"
+  assert cli.main(["pipeline", "compile", "--target", "vertex", "--project",
+                   "p", "--region", "us-central1", "--image", image,
+                   "--out", out, "--max_num_workers=4",
+                   "--temp_location", "gs://elsewhere/tmp"]) == 0
+  with open(out) as f:
+    spec = json.load(f)["pipelineSpec"]
+  executors = spec["deploymentSpec"]["executors"]
+  images = {e["container"]["image"] for e in executors.values()
+            if "container" in e}
+  assert images == {image}
+  gen = next(e for name, e in executors.items() if "ExampleGen" in name)
+  args = " ".join(gen["container"]["args"])
+  for flag in ("--runner=DataflowRunner", "--project=p",
+               "--region=us-central1", f"--sdk_container_image={image}",
+               "--sdk_location=container", "--max_num_workers=4",
+               "gs://elsewhere/tmp"):
+    assert flag in args, flag
+  assert "gs://p-tpurank/tmp" not in args
 
 
 def test_submit_without_credentials_says_what_is_missing(tmp_path,

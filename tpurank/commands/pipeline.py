@@ -134,6 +134,7 @@ def _run(args) -> int:
 def _compile(args) -> int:
   # Loaded when the command runs, not at start-up: keeps the CLI fast.
   # pylint: disable=g-import-not-at-top
+  from conversion import beam_args
   from pipeline import configs
   from pipeline import pipeline as pipeline_lib
   from pipeline import runners
@@ -144,9 +145,9 @@ def _compile(args) -> int:
       args.collection,
       args.serving_dir or f"{bucket}/serving/{configs.MODEL_NAME}",
       dead_letter_dir=f"{root}/dead_letters",
-      beam_pipeline_args=args.beam_args or [
-          "--runner=DataflowRunner", f"--project={args.project}",
-          f"--region={args.region}", f"--temp_location={bucket}/tmp"],
+      beam_pipeline_args=beam_args.merge(
+          configs.dataflow_args(args.project, args.region, bucket,
+                                args.image), args.beam_args),
       vertex={"project": args.project, "region": args.region,
               "image": args.image, "tpu": args.tpu})
   out = runners.compile_vertex(pipeline, args.image, args.out)
