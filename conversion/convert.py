@@ -14,11 +14,13 @@ unreadable file counts as one graph, in dead letters.
 
 import contextlib
 import json
+from typing import Optional
 
 import apache_beam as beam
 
 from conversion import examples
 from conversion import graph_files
+from conversion import progress
 from conversion.options import ConvertOptions
 from schemas.errors import InputError
 
@@ -46,14 +48,21 @@ def dead_letter(path: str, error: Exception) -> str:
 class _GraphToExamples(beam.DoFn):
   """One graph file -> its examples, or one dead letter."""
 
-  def __init__(self, collection: str, split: str, options: ConvertOptions):
+  def __init__(self, collection: str, split: str, options: ConvertOptions,
+               progress_dir: Optional[str] = None):
     super().__init__()
     self._collection, self._split, self._options = collection, split, options
+    self._progress = progress_dir
     ns = namespace(split)
     self._counters = {n: beam.metrics.Metrics.counter(ns, n) for n in
                       COUNTERS}
 
   def process(self, element):
+    yield from self._convert(element)
+    if self._progress:
+      progress.mark_done(self._progress, element)
+
+  def _convert(self, element):
     c = self._counters
     c["files_in"].inc()
     o = self._options
@@ -92,7 +101,8 @@ class _GraphToExamples(beam.DoFn):
 
 @beam.ptransform_fn
 def ConvertGraphs(files, collection: str, split: str,  # pylint: disable=invalid-name
-                  options: ConvertOptions):
+                  options: ConvertOptions,
+                  progress_dir: Optional[str] = None):
   """PCollection of graph file paths -> {examples, dead_letters}.
 
   Args:
@@ -100,6 +110,7 @@ def ConvertGraphs(files, collection: str, split: str,  # pylint: disable=invalid
     collection: e.g. "layout:xla:random" (sets the kind and the graph ids).
     split: "train", "valid" or "test".
     options: ConvertOptions.
+    progress_dir: Where workers mark each file done (`progress`), if set.
 
   Returns:
     A DoOutputsTuple: `.examples` (serialized tf.Example bytes) and
@@ -109,5 +120,6 @@ def ConvertGraphs(files, collection: str, split: str,  # pylint: disable=invalid
           # Graphs differ in size by orders of magnitude: spread them out.
           | "Reshuffle" >> beam.Reshuffle()
           | "ToExamples" >> beam.ParDo(
-              _GraphToExamples(collection, split, options)).with_outputs(
+              _GraphToExamples(collection, split, options,
+                               progress_dir)).with_outputs(
                   DEAD_LETTERS, main=EXAMPLES))

@@ -25,6 +25,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from conversion import beam_args as beam_args_lib
 from conversion import convert
 from conversion import graph_files
+from conversion import progress
 from conversion.options import ConvertOptions
 from schemas import npz_format
 from schemas.errors import fail
@@ -153,11 +154,12 @@ def run(data_dir: str, collection: str, out_dir: str,
   beam_options = pipeline_options(beam_args)
   prepare_output(out_dir, overwrite)
   pipeline = beam.Pipeline(options=beam_options)
+  marks = FileSystems.join(out_dir, progress.PROGRESS_DIR)
   for split, paths in files.items():
     out = (pipeline
            | f"Files[{split}]" >> beam.Create(graph_files.to_elements(paths))
            | f"Convert[{split}]" >> convert.ConvertGraphs(collection, split,
-                                                          options))
+                                                          options, marks))
     _ = out[convert.EXAMPLES] | f"Write[{split}]" >> beam.io.WriteToTFRecord(
         os.path.join(out_dir, split, "examples"),
         file_name_suffix=".tfrecord.gz",
@@ -165,8 +167,9 @@ def run(data_dir: str, collection: str, out_dir: str,
     _ = out[convert.DEAD_LETTERS] | f"Dead[{split}]" >> beam.io.WriteToText(
         os.path.join(out_dir, "dead_letters", split),
         file_name_suffix=".jsonl", shard_name_template="")
-  result = pipeline.run()
-  result.wait_until_finish()
+  with progress.watch(marks, sum(map(len, files.values())), "converted"):
+    result = pipeline.run()
+    result.wait_until_finish()
   counts = counters(result, list(files))
   summary = {"collection": collection, "data": data_dir,
              "options": json.loads(options.to_json()), "splits": counts,

@@ -42,7 +42,7 @@ def write_split(data_dir: str, collection: str, split: str, out_file: str,
   tmp = out_file + ".tmp"
   with tf.io.TFRecordWriter(tmp, options="GZIP") as writer:
     for path in tqdm(files, desc=f"{collection} {split}", unit="graph",
-                     disable=not progress):
+                     disable=None if progress else True):
       with graph_files.open_graphs(path, collection) as opened:
         counts["skipped"] += [str(e) for e in opened.skipped]
         for gid, graph in opened.graphs:

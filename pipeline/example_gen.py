@@ -24,10 +24,13 @@ from tfx.components.example_gen import base_example_gen_executor
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
+from tfx.types import artifact_utils
+from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
 from conversion import convert
 from conversion import graph_files
+from conversion import progress
 from conversion.options import ConvertOptions
 from schemas import npz_format
 
@@ -99,15 +102,14 @@ def _TpuGraphsToExample(pipeline: beam.Pipeline,  # pylint: disable=invalid-name
   options = ConvertOptions.from_json(custom["options"])
   split = split_pattern.split("/")[0]
   pattern = os.path.join(exec_properties["input_base"], split_pattern)
-  files = sorted((m for m in beam.io.filesystems.FileSystems.match(
-      [pattern])[0].metadata_list
-                  if graph_files.is_graph_file(m.path)), key=lambda m: m.path)
+  files = _split_files(exec_properties["input_base"], split_pattern)
   if not files:
     raise ValueError(f"{pattern}: no graph files for split {split!r}")
   out = (pipeline
-         | "Files" >> beam.Create(graph_files.to_elements(
-             m.path for m in files))
-         | "Convert" >> convert.ConvertGraphs(collection, split, options))
+         | "Files" >> beam.Create(graph_files.to_elements(files))
+         | "Convert" >> convert.ConvertGraphs(
+             collection, split, options,
+             exec_properties.get(_PROGRESS_KEY)))
   dead = out[convert.DEAD_LETTERS]
   if custom.get("dead_letter_dir"):
     _ = dead | "WriteDead" >> beam.io.WriteToText(
@@ -120,11 +122,39 @@ def _TpuGraphsToExample(pipeline: beam.Pipeline,  # pylint: disable=invalid-name
   return out[convert.EXAMPLES]
 
 
+def _split_files(input_base: str, split_pattern: str) -> list[str]:
+  """The graph files of one split, sorted."""
+  pattern = os.path.join(input_base, split_pattern)
+  return sorted(m.path for m in beam.io.filesystems.FileSystems.match(
+      [pattern])[0].metadata_list if graph_files.is_graph_file(m.path))
+
+
+# Where the executor tells the conversion to mark files done (set in Do).
+_PROGRESS_KEY = "_tpurank_progress_dir"
+
+
 class Executor(base_example_gen_executor.BaseExampleGenExecutor):
-  """ExampleGen executor: TpuGraphs npz splits -> GraphTensor tf.Examples."""
+  """ExampleGen executor: TpuGraphs npz splits -> GraphTensor tf.Examples.
+
+  Shows graphs converted / total as the workers report them
+  (`conversion.progress`), whatever the Beam runner.
+  """
 
   def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
     return _TpuGraphsToExample
+
+  def Do(self, input_dict, output_dict, exec_properties):
+    examples = artifact_utils.get_single_uri(
+        output_dict[standard_component_specs.EXAMPLES_KEY])
+    marks = os.path.join(examples, progress.PROGRESS_DIR)
+    config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], config)
+    total = sum(len(_split_files(exec_properties["input_base"], s.pattern))
+                for s in config.splits)
+    with progress.watch(marks, total, "ExampleGen: graphs converted"):
+      super().Do(input_dict, output_dict,
+                 dict(exec_properties, **{_PROGRESS_KEY: marks}))
 
 
 def TpuGraphsExampleGen(data_dir: str, collection: str,  # pylint: disable=invalid-name

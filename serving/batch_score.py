@@ -29,6 +29,7 @@ from conversion import convert
 from conversion import examples
 from conversion import graph_files
 from conversion import options as conversion_options
+from conversion import progress
 from serving import call_budget
 from trainer import export
 from trainer import metrics
@@ -97,10 +98,17 @@ class _ToExamples(beam.DoFn):
   """A graph file (.npz or raw .pb) -> (gid, example) of all configs of
   each of its graphs and their info; or a dead letter."""
 
-  def __init__(self, collection: str, options: ScoreOptions):
+  def __init__(self, collection: str, options: ScoreOptions,
+               progress_dir: Optional[str] = None):
     super().__init__()
     self._collection, self._options = collection, options
+    self._progress = progress_dir
     self._c = _counters()
+
+  def _dead(self, element, record: str):
+    if self._progress:  # Done: it will not reach _Assemble.
+      progress.mark_done(self._progress, element)
+    return beam.pvalue.TaggedOutput("dead", record)
 
   def process(self, element):
     path = graph_files.printable(element)
@@ -112,13 +120,13 @@ class _ToExamples(beam.DoFn):
       except Exception as e:  # pylint: disable=broad-except  (dead letter)
         self._c["graphs_in"].inc()
         self._c["dead_letters"].inc()
-        yield beam.pvalue.TaggedOutput("dead", convert.dead_letter(path, e))
+        yield self._dead(element, convert.dead_letter(path, e))
         return
       for skipped in opened.skipped:
         self._c["graphs_in"].inc()
         self._c["dead_letters"].inc()
-        yield beam.pvalue.TaggedOutput("dead",
-                                       convert.dead_letter(path, skipped))
+        yield self._dead(f"{path}: {skipped}",
+                         convert.dead_letter(path, skipped))
       for gid, graph in opened.graphs:
         self._c["graphs_in"].inc()
         info = {"path": path, "kind": graph.kind,
@@ -136,11 +144,17 @@ class _ToExamples(beam.DoFn):
 class _Assemble(beam.DoFn):
   """All scores of one graph -> its submission row and metrics."""
 
-  def __init__(self):
+  def __init__(self, progress_dir: Optional[str] = None):
     super().__init__()
+    self._progress = progress_dir
     self._c = _counters()
 
   def process(self, element):
+    yield from self._assemble(element)
+    if self._progress:
+      progress.mark_done(self._progress, element[0])
+
+  def _assemble(self, element):
     gid, grouped = element
     (info,) = grouped["graphs"]
     parts = list(grouped["scores"])
@@ -173,7 +187,8 @@ class _Assemble(beam.DoFn):
 
 @beam.ptransform_fn
 def ScoreCollection(files, collection: str, model_dir: str,  # pylint: disable=invalid-name
-                    options: ScoreOptions, batch_size: int = 8):
+                    options: ScoreOptions, batch_size: int = 8,
+                    progress_dir: Optional[str] = None):
   """PCollection of graph paths -> {rows, metrics, dead}.
 
   Args:
@@ -182,13 +197,15 @@ def ScoreCollection(files, collection: str, model_dir: str,  # pylint: disable=i
     model_dir: SavedModel of the matching kind.
     options: ScoreOptions.
     batch_size: Examples per model call.
+    progress_dir: Where workers mark each graph done (`progress`), if set.
   """
   if options.hops is None:
     options = dataclasses.replace(options,
                                   hops=export.pruning_hops(model_dir))
   read = (files
           | "Reshuffle" >> beam.Reshuffle()
-          | "ToExamples" >> beam.ParDo(_ToExamples(collection, options))
+          | "ToExamples" >> beam.ParDo(_ToExamples(collection, options,
+                                                   progress_dir))
           .with_outputs("graphs", "dead", main="examples"))
   scored = (read.examples
             | "RunInference" >> inference.RunInference(
@@ -197,7 +214,7 @@ def ScoreCollection(files, collection: str, model_dir: str,  # pylint: disable=i
             | "Inference" >> beam.MapTuple(lambda gid, r: (gid, r.inference)))
   out = ({"graphs": read.graphs, "scores": scored}
          | "Group" >> beam.CoGroupByKey()
-         | "Assemble" >> beam.ParDo(_Assemble()).with_outputs(
+         | "Assemble" >> beam.ParDo(_Assemble(progress_dir)).with_outputs(
              "metrics", "dead", main="rows"))
   dead = ((read.dead, out.dead) | "Dead" >> beam.Flatten())
   return {"rows": out.rows, "metrics": out.metrics, "dead": dead}

@@ -48,6 +48,9 @@ from trainer import export
 from trainer import hparams
 
 _DRAIN_LIMIT = 1 << 30  # Larger oversized bodies are not even read.
+# The server's own lines (loads, failed requests): shown to the user, apart
+# from library logs (`tpurank.console`).
+_log = logging.getLogger("tpurank.serve")
 _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
                     r"(?:/versions/(?P<version>\d+))?"
                     r"(?:(?P<verb>:predict)|(?P<metadata>/metadata))?$")
@@ -109,7 +112,7 @@ class ModelManager:
       except Exception as e:  # pylint: disable=broad-except
         # A broken version must not take the server (or the old one) down.
         self._errors[name] = f"{path}: {e}"
-        logging.error("could not load %s: %s", path, e)
+        _log.error("could not load %s: %s", path, e)
         continue
       with self._lock:
         metadata = export.metadata_or_empty(path)
@@ -117,7 +120,7 @@ class ModelManager:
             name, newest, fn, export.model_join(metadata),
             signatures.get(protocol.RANK_SIGNATURE), metadata.get("kind"),
             defs)
-      logging.info("serving %s version %d", name, newest)
+      _log.info("serving %s version %d", name, newest)
 
   def start(self) -> None:
     self.refresh()
@@ -127,7 +130,7 @@ class ModelManager:
         try:
           self.refresh()
         except Exception as e:  # pylint: disable=broad-except
-          logging.error("refresh failed: %s", e)
+          _log.error("refresh failed: %s", e)
 
     self._thread = threading.Thread(target=loop, daemon=True)
     self._thread.start()
@@ -297,7 +300,7 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
   def _send(self, code: int, body: dict):
     if code >= 400:
       # (A request line that did not parse has no command or path yet.)
-      logging.warning("%s %s -> %d: %s", self.command or "-",
+      _log.warning("%s %s -> %d: %s", self.command or "-",
                       getattr(self, "path", "-"), code,
                       str(body.get("error", ""))[:200])
     data = protocol.to_json(body)
@@ -389,7 +392,7 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
       self._send(400, {"error": str(e)[:500] or type(e).__name__})
       return
     except Exception as e:  # pylint: disable=broad-except
-      logging.exception("predict failed")
+      _log.exception("predict failed")
       self._send(500, {"error": f"internal error: {type(e).__name__}"})
       return
     self._send(200, protocol.rest_response(scores, index, columnar))
@@ -483,7 +486,7 @@ class _BoundedHTTPServer(http.server.ThreadingHTTPServer):
 
   def handle_error(self, request, client_address):
     # A connection dropped or reset by its client: one line, no traceback.
-    logging.info("connection from %s ended with an error", client_address)
+    _log.info("connection from %s ended with an error", client_address)
 
 
 class ModelServer:

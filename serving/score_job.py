@@ -14,6 +14,7 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from conversion import convert_job
 from conversion import graph_files
+from conversion import progress
 from schemas import npz_format
 from schemas.errors import fail
 from serving import batch_score
@@ -76,6 +77,7 @@ def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
                "none")
   models = pick_models(model_dirs, list(found))
   pipeline = beam.Pipeline(options=convert_job.pipeline_options(beam_args))
+  marks = out_csv + progress.PROGRESS_DIR
   rows, metrics, dead = [], [], []
   for c, files in found.items():
     paths = pipeline | f"Files[{c}]" >> beam.Create(
@@ -86,7 +88,7 @@ def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
           lambda e, c=c: _no_model(graph_files.printable(e), c)))
       continue
     out = paths | f"Score[{c}]" >> batch_score.ScoreCollection(
-        c, models[c], options)
+        c, models[c], options, progress_dir=marks)
     rows.append(out["rows"])
     metrics.append(out["metrics"])
     dead.append(out["dead"])
@@ -104,8 +106,11 @@ def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
        | "WriteDead" >> beam.io.WriteToText(
            base + ".dead_letters", file_name_suffix=".jsonl",
            shard_name_template=""))
-  result = pipeline.run()
-  result.wait_until_finish()
+  # Graph files with a model (a raw tile .pb may hold several graphs).
+  total = sum(len(f) for c, f in found.items() if c in models)
+  with progress.watch(marks, total, "scored"):
+    result = pipeline.run()
+    result.wait_until_finish()
   return _summarize(result, found, models, base)
 
 

@@ -162,7 +162,8 @@ def write_layout_graph(path: str, rng: np.random.Generator, scale: Scale,
     w.write("node_config_ids", config_ids)
     w.write("node_splits", np.array([prog.node_splits], dtype=np.int64))
     bar = tqdm(total=num_configs, unit="config", leave=False,
-               disable=not progress, desc=os.path.basename(path))
+               disable=None if progress else True,
+               desc=os.path.basename(path))
     with w.stream("node_config_feat", (num_configs, nc, 18),
                   np.float32) as append:
       chunk = max(64, _CHUNK_BYTES // max(nc * 18 * 4, 1))
@@ -205,7 +206,9 @@ def synth_collection(collection: str, out: str, graphs: Optional[int] = None,
     graphs = sc.tile_graphs if kind == "tile" else sc.layout_graphs[parts[1]]
   stats = {"graphs": 0, "nodes": 0, "configs": 0, "bytes": 0}
   index = 0
-  bar = tqdm(total=graphs, unit="graph", desc=collection, disable=not progress)
+  # disable=None: no bar (nor its cursor codes) when not on a terminal.
+  bar = tqdm(total=graphs, unit="graph", desc=collection,
+             disable=None if progress else True)
   for split, count in split_counts(graphs).items():
     folder = npz_format.collection_dir(out, collection, split)
     os.makedirs(folder, exist_ok=True)

@@ -9,10 +9,12 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 import warnings
 
 from schemas.errors import InputError
 from tpurank import __version__
+from tpurank import console
 from tpurank.commands import COMMANDS
 
 EXIT_BAD_INPUT = 2
@@ -76,14 +78,31 @@ def main(argv=None) -> int:
     if not getattr(_module(args.command), "ACCEPTS_BEAM_ARGS", False):
       parser.error(f"unrecognized arguments: {' '.join(extra)}")
   args.beam_args = extra
-  try:
-    return int(_module(args.command).run(args) or 0)
-  except InputError as e:
-    print(f"tpurank: error: {e}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-  except KeyboardInterrupt:
-    print("tpurank: interrupted", file=sys.stderr)
-    return 130
+  with console.library_log(args.command) as log:
+    try:
+      return int(_module(args.command).run(args) or 0)
+    except InputError as e:
+      print(f"tpurank: error: {e}", file=console.err())
+      return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+      print("tpurank: interrupted", file=console.err())
+      return 130
+    except Exception as e:  # pylint: disable=broad-except
+      if log is None:
+        raise
+      # A bug, not bad input: the traceback goes to the log it names.
+      traceback.print_exc()
+      print(f"tpurank: error: unexpected {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''} (traceback in "
+            f"{log})", file=console.err())
+      return 1
+    finally:
+      if log and os.path.exists(log):
+        if os.path.getsize(log):
+          print(f"tpurank: library messages (warnings, logs) in {log}",
+                file=console.err())
+        else:
+          os.remove(log)
 
 
 if __name__ == "__main__":

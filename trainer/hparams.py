@@ -79,7 +79,9 @@ class TrainConfig:
   export_path: Optional[str] = None
   export: bool = True  # False: metrics only (sweeps, benchmarks).
   hops: Optional[int] = None  # Layout pruning of the records (metadata).
-  verbose: int = 2
+  # Keras's own progress output (model.fit verbose); 0: off, tpurank prints
+  # one line per epoch (`train.ValidationCallback`).
+  verbose: int = 0
 
   def __post_init__(self):
     kind = npz_format.collection_kind(self.collection)

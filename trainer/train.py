@@ -148,7 +148,12 @@ class ValidationCallback(tf.keras.callbacks.Callback):
     if time.time() > self._deadline:
       self.model.stop_training = True
 
+  def on_epoch_begin(self, epoch, logs=None):
+    self._epoch_start = time.time()
+
   def on_epoch_end(self, epoch, logs=None):
+    seconds = time.time() - getattr(self, "_epoch_start", time.time())
+    loss = (logs or {}).get("loss")
     result, _ = evaluate.metrics_of(self._kind, self._scorer(self._files))
     with self._writer.as_default():
       for name, value in result.items():
@@ -164,7 +169,9 @@ class ValidationCallback(tf.keras.callbacks.Callback):
             f"best {self.best:.4f} at epoch {self.best_epoch + 1}")
     shown = ", ".join(f"{k} {v:.4f}" for k, v in result.items()
                       if k != "graphs")
-    print(f"epoch {epoch + 1}: val {shown} ({best})", flush=True)
+    trained = "" if loss is None else f"loss {loss:.4f}, "
+    print(f"epoch {epoch + 1}: {trained}val {shown} ({best}; {seconds:.0f} s)",
+          flush=True)
     if time.time() > self._deadline:
       print("time budget reached: stopping", flush=True)
       self.model.stop_training = True

@@ -108,13 +108,28 @@ def test_cli_default_runner_exits_2_on_dead_letters(collection_dir, tmp_path):
   cmd = [sys.executable, "-m", "tpurank.cli", "convert", "--data",
          collection_dir, "--collection", COLLECTION, "--out", out,
          "--splits", "train", "valid", "--k", "4"]
-  proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+  env = dict(os.environ, TPURANK_LOG_DIR=str(tmp_path / "logs"))
+  proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                        env=env)
   assert proc.returncode == 2, proc.stderr
   assert "short_runtimes.npz: config_runtime" in proc.stderr
   assert "Traceback" not in proc.stderr
   proc = subprocess.run(cmd + ["--allow-dead-letters", "--overwrite"],
-                        capture_output=True,
-                        text=True, check=False)
+                        capture_output=True, text=True, check=False, env=env)
   assert proc.returncode == 0, proc.stderr
   assert json.loads(proc.stdout.strip().splitlines()[-1])["splits"]["train"][
       "dead_letters"] == len(BAD)
+  # Progress from the workers, and only tpurank's own lines: library
+  # warnings (TensorFlow, Beam workers' FutureWarnings) go to the log the
+  # output names.
+  total = sum(len(f) for s, f in convert_job.split_files(
+      collection_dir, COLLECTION).items() if s in ("train", "valid"))
+  assert f"converted: {total}/{total} graphs" in proc.stdout
+  assert all(line.startswith("tpurank: ")
+             for line in proc.stderr.splitlines()), proc.stderr
+  logs = tmp_path / "logs"
+  assert all(os.path.getsize(logs / n) for n in os.listdir(logs))  # Empty
+  named = proc.stderr.split("library messages (warnings, logs) in ")  # go.
+  if len(named) > 1:
+    assert os.path.getsize(named[1].strip())
+  assert not os.path.exists(os.path.join(out, ".progress"))

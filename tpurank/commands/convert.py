@@ -1,10 +1,10 @@
 """`tpurank convert`: a collection directory -> GraphTensor TFRecords (Beam)."""
 
 import json
-import sys
 
 from conversion import options
 from schemas import npz_format
+from tpurank import console
 from tpurank.commands import common
 
 # Unknown flags are Beam pipeline options (--runner, --project, ...).
@@ -44,7 +44,7 @@ def run(args) -> int:
       k=args.k, eval_k=args.eval_k, hops=args.hops, seed=args.seed,
       max_examples=options.max_examples(kind, args.max_examples))
   print(f"converting {args.collection} from {args.data} to {args.out} "
-        "(Beam; progress in the runner's log)", flush=True)
+        "(Beam)", flush=True)
   summary = convert_job.run(args.data, args.collection, args.out,
                             convert_options, args.beam_args, args.splits,
                             overwrite=args.overwrite)
@@ -55,16 +55,16 @@ def run(args) -> int:
           "duplicates merged)")
   if summary["mismatches"]:
     print("tpurank: error: counts do not reconcile: " +
-          "; ".join(summary["mismatches"]), file=sys.stderr)
+          "; ".join(summary["mismatches"]), file=console.err())
     return 1
   dead = convert_job.read_dead_letters(args.out)
   for record in dead[:10]:
-    print(f"tpurank: dead letter: {record['reason']}", file=sys.stderr)
+    print(f"tpurank: dead letter: {record['reason']}", file=console.err())
   if dead:
     print(f"tpurank: {len(dead)} file(s) not converted; all reasons in "
           f"{args.out}/dead_letters/ (fix or remove them and re-run"
           f"{'' if args.allow_dead_letters else ', or pass --allow-dead-letters'})",
-          file=sys.stderr)
+          file=console.err())
     if not args.allow_dead_letters:
       return 2
   print(json.dumps({"out": args.out, "splits": summary["splits"]}))

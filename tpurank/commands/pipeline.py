@@ -85,7 +85,7 @@ def _run(args) -> int:
   convert_job.pipeline_options(args.beam_args)  # Unknown flags too.
   paths = pipeline_lib.local_paths(os.path.abspath(args.work_dir))
   serving_dir = os.path.abspath(args.serving_dir or paths["serving_dir"])
-  hparams = {"max_minutes": args.max_minutes, "verbose": 2}
+  hparams = {"max_minutes": args.max_minutes}
   os.makedirs(os.path.dirname(paths["metadata"]), exist_ok=True)
   pipeline = pipeline_lib.create_pipeline(
       configs.PIPELINE_NAME, paths["pipeline_root"],

@@ -1,10 +1,10 @@
 """`tpurank score`: batch-score collections into a Kaggle submission (Beam)."""
 
 import json
-import sys
 
 from conversion import options
 from schemas import npz_format
+from tpurank import console
 
 ACCEPTS_BEAM_ARGS = True
 
@@ -54,15 +54,15 @@ def run(args) -> int:
     shown = ", ".join(f"{k} {v:.4f}" for k, v in m.items() if k != "graphs")
     print(f"{c}: {shown} ({m.get('graphs')} graphs with runtimes)")
   if not summary["reconciled"]:
-    print("tpurank: error: rows + dead letters != graphs", file=sys.stderr)
+    print("tpurank: error: rows + dead letters != graphs", file=console.err())
     return 1
   if summary["dead_letters"]:
     with open(args.out + ".dead_letters.jsonl") as f:
       for line in list(f)[:10]:
         print(f"tpurank: dead letter: {json.loads(line)['reason']}",
-              file=sys.stderr)
+              file=console.err())
     print(f"tpurank: all reasons in {args.out}.dead_letters.jsonl",
-          file=sys.stderr)
+          file=console.err())
     if not args.allow_dead_letters:
       return 2
   print(json.dumps({"out": args.out, "rows": summary["rows"],

@@ -1,9 +1,9 @@
 """`tpurank validate PATH...`: checks npz files or trees, reports every problem."""
 
 import os
-import sys
 
 from schemas import npz_format
+from tpurank import console
 
 
 def add_parser(sub):
@@ -23,13 +23,13 @@ def run(args) -> int:
   missing = [p for p in args.paths if not os.path.exists(p)]
   for path in missing:
     print(f"{path}: file: expected an existing file or directory, found "
-          "nothing", file=sys.stderr)
+          "nothing", file=console.err())
   checked = invalid = problems = 0
   for path in npz_format.find_npz(p for p in args.paths if p not in missing):
     found = npz_format.validate_file(path, args.kind)
     checked += 1
     for problem in found:
-      print(problem, file=sys.stderr)
+      print(problem, file=console.err())
     if found:
       invalid += 1
       problems += len(found)
@@ -37,7 +37,7 @@ def run(args) -> int:
       print(f"{path}: ok")
   if checked == 0 and not missing:
     print("tpurank: error: no .npz files under " + " ".join(args.paths),
-          file=sys.stderr)
+          file=console.err())
     return 2
   print(f"checked {checked} files: {checked - invalid} valid, {invalid} "
         f"with {problems} problems" +
