@@ -152,7 +152,7 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         exec_properties[standard_component_specs.INPUT_CONFIG_KEY], config)
     total = sum(len(_split_files(exec_properties["input_base"], s.pattern))
                 for s in config.splits)
-    with progress.watch(marks, total, "ExampleGen: graphs converted"):
+    with progress.watch(marks, total, "ExampleGen converted"):
       super().Do(input_dict, output_dict,
                  dict(exec_properties, **{_PROGRESS_KEY: marks}))
 

@@ -14,7 +14,15 @@ LatestBlessedModelStrategy read (`blessed`, `current_model_id`).
 import json
 import os
 
+from tfx import types
 from tfx import v1 as tfx
+from tfx.components.evaluator import constants as evaluator_constants
+from tfx.components.evaluator import executor as evaluator_executor
+from tfx.dsl.components.base import base_component
+from tfx.dsl.components.base import executor_spec
+from tfx.types import artifact_utils
+from tfx.types import component_spec
+from tfx.types import standard_artifacts
 from tfx.utils import io_utils
 from tfx.utils import path_utils
 
@@ -66,54 +74,105 @@ def decide(kind: str, candidate: dict, baseline: dict | None,
                "yet)"
 
 
-@tfx.dsl.components.component
-def RankingEvaluator(  # pylint: disable=invalid-name
-    examples: tfx.dsl.components.InputArtifact[
-        tfx.types.standard_artifacts.Examples],
-    model: tfx.dsl.components.InputArtifact[
-        tfx.types.standard_artifacts.Model],
-    evaluation: tfx.dsl.components.OutputArtifact[
-        tfx.types.standard_artifacts.ModelEvaluation],
-    blessing: tfx.dsl.components.OutputArtifact[
-        tfx.types.standard_artifacts.ModelBlessing],
-    collection: tfx.dsl.components.Parameter[str],
-    threshold: tfx.dsl.components.Parameter[float],
-    split: tfx.dsl.components.Parameter[str] = "valid",
-    baseline_model: tfx.dsl.components.InputArtifact[
-        tfx.types.standard_artifacts.Model] = None,
-):
+class RankingEvaluatorSpec(types.ComponentSpec):
+  """Inputs, outputs and parameters of `RankingEvaluator`."""
+  PARAMETERS = {
+      "collection": component_spec.ExecutionParameter(type=str),
+      "threshold": component_spec.ExecutionParameter(type=float),
+      "split": component_spec.ExecutionParameter(type=str, optional=True),
+  }
+  INPUTS = {
+      "examples": component_spec.ChannelParameter(
+          type=standard_artifacts.Examples),
+      "model": component_spec.ChannelParameter(type=standard_artifacts.Model),
+      "baseline_model": component_spec.ChannelParameter(
+          type=standard_artifacts.Model, optional=True),
+  }
+  OUTPUTS = {
+      "evaluation": component_spec.ChannelParameter(
+          type=standard_artifacts.ModelEvaluation),
+      "blessing": component_spec.ChannelParameter(
+          type=standard_artifacts.ModelBlessing),
+  }
+
+
+class Executor(evaluator_executor.Executor):
   """Scores all configs of the split; blesses the model or not.
 
-  Args:
+  A subclass of TFX's Evaluator executor for one reason: on Vertex AI,
+  TFX's container entrypoint then rewrites the blessing's model ids
+  (`current_model_id`, `baseline_model_id`) into Vertex artifact names,
+  which the compiled LatestBlessedModel resolver's query matches; nothing
+  of TFMA runs (`Do` is this class's own).
+  """
+
+  def Do(self, input_dict, output_dict, exec_properties):
+    """Evaluates `model` (and `baseline_model`, if any) on the split.
+
+    Args:
+      input_dict: examples, model, baseline_model (optional).
+      output_dict: evaluation (gets metrics.json: candidate and baseline,
+        per graph), blessing (BLESSED or NOT_BLESSED, and the `blessed`
+        property).
+      exec_properties: collection, threshold (least Kendall tau for layout,
+        most top-5 error for tile), split (default "valid").
+    """
+    examples = artifact_utils.get_single_instance(input_dict["examples"])
+    model = artifact_utils.get_single_instance(input_dict["model"])
+    baselines = input_dict.get("baseline_model") or []
+    baseline_model = baselines[0] if baselines else None
+    evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
+    blessing = artifact_utils.get_single_instance(output_dict["blessing"])
+    collection = exec_properties["collection"]
+    threshold = float(exec_properties["threshold"])
+    split = exec_properties.get("split") or "valid"
+    kind = npz_format.collection_kind(collection)
+    files = record_files(examples.uri, split)
+    candidate = score_model(model.uri, kind, files)
+    baseline = (score_model(baseline_model.uri, kind, files)
+                if baseline_model is not None else None)
+    ok, reason = decide(kind, candidate["metrics"],
+                        baseline and baseline["metrics"], threshold)
+    report = {"collection": collection, "split": split, "blessed": ok,
+              "reason": reason, "threshold": threshold,
+              "candidate": candidate, "baseline": baseline}
+    io_utils.write_string_file(os.path.join(evaluation.uri, METRICS_FILE),
+                               json.dumps(report, indent=2, default=float))
+    io_utils.write_string_file(
+        os.path.join(blessing.uri, BLESSED_FILE if ok else NOT_BLESSED_FILE),
+        reason)
+    blessing.set_int_custom_property("blessed", int(ok))
+    blessing.set_int_custom_property(
+        evaluator_constants.ARTIFACT_PROPERTY_CURRENT_MODEL_ID_KEY, model.id)
+    blessing.set_string_custom_property("current_model", model.uri)
+    blessing.set_string_custom_property("reason", reason)
+    if baseline_model is not None:
+      blessing.set_int_custom_property(
+          evaluator_constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY,
+          baseline_model.id)
+    print(f"RankingEvaluator: {'BLESSED' if ok else 'NOT BLESSED'}: "
+          f"{reason}", flush=True)
+
+
+class RankingEvaluator(base_component.BaseComponent):
+  """The ranking evaluator component.
+
+  Init args:
     examples: The ExampleGen output (its `split` is scored).
     model: The Trainer's model.
-    evaluation: Gets metrics.json (candidate and baseline, per graph).
-    blessing: Gets BLESSED or NOT_BLESSED and the `blessed` property.
     collection: e.g. "layout:xla:random" (picks the metrics).
     threshold: Least Kendall tau (layout) / most top-5 error (tile).
+    baseline_model: The last blessed model (a resolver's output), if any.
     split: The split to evaluate on.
-    baseline_model: The last blessed model, if any.
   """
-  kind = npz_format.collection_kind(collection)
-  files = record_files(examples.uri, split)
-  candidate = score_model(model.uri, kind, files)
-  baseline = (score_model(baseline_model.uri, kind, files)
-              if baseline_model is not None else None)
-  ok, reason = decide(kind, candidate["metrics"],
-                      baseline and baseline["metrics"], threshold)
-  report = {"collection": collection, "split": split, "blessed": ok,
-            "reason": reason, "threshold": threshold,
-            "candidate": candidate, "baseline": baseline}
-  io_utils.write_string_file(os.path.join(evaluation.uri, METRICS_FILE),
-                             json.dumps(report, indent=2, default=float))
-  io_utils.write_string_file(
-      os.path.join(blessing.uri, BLESSED_FILE if ok else NOT_BLESSED_FILE),
-      reason)
-  blessing.set_int_custom_property("blessed", int(ok))
-  blessing.set_int_custom_property("current_model_id", model.id)
-  blessing.set_string_custom_property("current_model", model.uri)
-  blessing.set_string_custom_property("reason", reason)
-  if baseline_model is not None:
-    blessing.set_int_custom_property("baseline_model_id", baseline_model.id)
-  print(f"RankingEvaluator: {'BLESSED' if ok else 'NOT BLESSED'}: {reason}",
-        flush=True)
+
+  SPEC_CLASS = RankingEvaluatorSpec
+  EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(Executor)
+
+  def __init__(self, examples, model, collection: str, threshold: float,
+               baseline_model=None, split: str = "valid"):
+    super().__init__(spec=RankingEvaluatorSpec(
+        examples=examples, model=model, baseline_model=baseline_model,
+        evaluation=types.Channel(type=standard_artifacts.ModelEvaluation),
+        blessing=types.Channel(type=standard_artifacts.ModelBlessing),
+        collection=collection, threshold=threshold, split=split))

@@ -5,6 +5,7 @@ no traceback.
 """
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
@@ -71,15 +72,18 @@ def main(argv=None) -> int:
   argv = sys.argv[1:] if argv is None else list(argv)
   # Load only the chosen subcommand's module (and so its imports).
   chosen = next((a for a in argv if not a.startswith("-")), None)
-  parser = build_parser(only=chosen if chosen in COMMANDS else None)
-  args, extra = parser.parse_known_args(argv)
-  if extra:
-    # Commands that run Beam pass unknown flags on as Beam pipeline options.
-    if not getattr(_module(args.command), "ACCEPTS_BEAM_ARGS", False):
-      parser.error(f"unrecognized arguments: {' '.join(extra)}")
-  args.beam_args = extra
-  with console.library_log(args.command) as log:
+  # From here on, what libraries print (also while the command's modules
+  # import) goes to the log; usage errors still reach the terminal.
+  with console.library_log(chosen if chosen in COMMANDS else "tpurank") as log:
     try:
+      with contextlib.redirect_stderr(console.err()):
+        parser = build_parser(only=chosen if chosen in COMMANDS else None)
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+          # Commands that run Beam pass unknown flags on as Beam options.
+          if not getattr(_module(args.command), "ACCEPTS_BEAM_ARGS", False):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+      args.beam_args = extra
       return int(_module(args.command).run(args) or 0)
     except InputError as e:
       print(f"tpurank: error: {e}", file=console.err())

@@ -6,6 +6,7 @@ import os
 from conversion import graph_files
 from schemas import npz_format
 from serving import model_repository
+from tpurank import console
 from trainer import hparams as hparams_lib
 
 # Unknown flags are Beam pipeline options for the Beam-based steps.
@@ -64,13 +65,48 @@ def add_parser(sub):
                  "gs://PROJECT-tpurank/serving/tpurank)")
   c.add_argument("--tpu", action="store_true",
                  help="train on a Vertex TPU worker pool (TPUStrategy)")
+  c.add_argument("--max-minutes", type=float,
+                 default=hparams_lib.TrainConfig.max_minutes,
+                 help="training time budget (wall clock)")
+  c.add_argument("--threshold", type=float, default=None,
+                 help="blessing threshold (layout: least Kendall tau; tile: "
+                 "most top-5 error)")
   c.add_argument("--submit", action="store_true",
                  help="submit to Vertex AI after compiling (needs Google "
                  "Cloud credentials)")
+  h = actions.add_parser(
+      "rehearse", help="run a compiled Vertex spec on this machine, task by "
+      "task, as Vertex would (compile it with local --data/--root/"
+      "--serving-dir and --runner=DirectRunner)")
+  h.add_argument("--spec", required=True, help="the compiled pipeline JSON")
+  h.add_argument("--root", required=True,
+                 help="local directory standing in for the pipeline root")
 
 
 def run(args) -> int:
-  return _run(args) if args.action == "run" else _compile(args)
+  return {"run": _run, "compile": _compile,
+          "rehearse": _rehearse}[args.action](args)
+
+
+def _rehearse(args) -> int:
+  # pylint: disable=g-import-not-at-top
+  from pipeline import rehearsal
+  print(f"rehearsing {args.spec} under {args.root} (each task's container "
+        "command, in DAG order, on this machine)", flush=True)
+  try:
+    result = rehearsal.run(args.spec, args.root)
+  except rehearsal.RehearsalError as e:
+    print(f"tpurank: error: {str(e).splitlines()[0]}", file=console.err())
+    return 1
+  for name in result.order:
+    print(f"  {name}: ran" + (f" (log {result.logs[name]})"
+                              if name in result.logs else ""))
+  for note in result.replaced:
+    print(f"  not as on Vertex: {note}")
+  pushed = result.outputs.get("Pusher", {}).get("pushed_model", [])
+  print(json.dumps({"pushed": bool(pushed and pushed[0].get(
+      "metadata", {}).get("pushed")), "order": result.order}))
+  return 0
 
 
 def _run(args) -> int:
@@ -144,6 +180,8 @@ def _compile(args) -> int:
       configs.PIPELINE_NAME, root, args.data or f"{bucket}/data",
       args.collection,
       args.serving_dir or f"{bucket}/serving/{configs.MODEL_NAME}",
+      train_hparams={"max_minutes": args.max_minutes},
+      threshold=args.threshold,
       dead_letter_dir=f"{root}/dead_letters",
       beam_pipeline_args=beam_args.merge(
           configs.dataflow_args(args.project, args.region, bucket,
