@@ -48,35 +48,43 @@ def scaling_plot(points: list, axis: str, path: str) -> str:
 
 
 def quality_plot(results: dict, path: str) -> str:
-  """Per collection, the primary metric of each model: mean and std over
-  seeds (bars) beside the references (markers)."""
+  """Per collection (columns): the primary metric (top row) and the top-1
+  error (bottom row, where the compiler default has a value too) of each
+  model, mean and std over seeds (bars), beside the references."""
   names = list(results)
-  fig, axes = plt.subplots(1, len(names), figsize=(3.2 * len(names), 3.8))
-  axes = np.atleast_1d(axes)
-  for ax, collection in zip(axes, names):
+  fig, axes = plt.subplots(2, len(names), figsize=(3.2 * len(names), 7.2),
+                           squeeze=False)
+  for col, collection in enumerate(names):
     r = results[collection]
-    metric = ("top5_error" if npz_format.collection_kind(collection) == "tile"
-              else "kendall_tau")
-    labels, means, stds = [], [], []
-    for model, runs in r["runs"].items():
-      values = [run["valid_metrics"].get(metric) for run in runs]
-      values = [v for v in values if v is not None]
-      labels.append(model)
-      means.append(np.mean(values) if values else np.nan)
-      stds.append(np.std(values) if values else 0)
-    for name, m in r["reference"].items():
-      if m.get(metric) is not None:
-        labels.append(name.split(" (")[0])
-        means.append(m[metric])
-        stds.append(0)
-    ax.bar(range(len(labels)), means, yerr=stds, capsize=3,
-           color=["C0", "C1"] + ["C7"] * (len(labels) - 2))
-    ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=8)
-    ax.set_title(collection, fontsize=9)
-    ax.set_ylabel(metric + (" (lower is better)" if "error" in metric
-                            else " (higher is better)"), fontsize=8)
-  fig.suptitle("Quality on simulated data (mean ± std over seeds)")
+    primary = ("top5_error" if npz_format.collection_kind(collection) ==
+               "tile" else "kendall_tau")
+    for row, metric in enumerate((primary, "top1_error")):
+      ax = axes[row][col]
+      labels, means, stds, colors = [], [], [], []
+      for i, (model, runs) in enumerate(r["runs"].items()):
+        values = [run["valid_metrics"].get(metric) for run in runs]
+        values = [v for v in values if v is not None]
+        labels.append(model)
+        means.append(np.mean(values) if values else np.nan)
+        stds.append(np.std(values) if values else 0)
+        colors.append(f"C{i}")
+      for name, m in r["reference"].items():
+        if m.get(metric) is not None:
+          labels.append(name.split(" (")[0])
+          means.append(m[metric])
+          stds.append(0)
+          colors.append("C3" if name.startswith("compiler default")
+                        else "C7")
+      ax.bar(range(len(labels)), means, yerr=stds, capsize=3, color=colors)
+      ax.set_xticks(range(len(labels)))
+      ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=8)
+      ax.set_title(collection, fontsize=9)
+      ax.set_ylabel(metric + (" (lower is better)" if "error" in metric
+                              else " (higher is better)"), fontsize=8)
+      if metric == "top1_error":
+        ax.set_yscale("symlog", linthresh=0.01)
+  fig.suptitle("Quality on simulated data (mean ± std over seeds); red: "
+               "the compiler's default config")
   return _save(fig, path)
 
 
