@@ -13,6 +13,16 @@ from trainer import hparams as hparams_lib
 ACCEPTS_BEAM_ARGS = True
 
 
+def _add_training_flags(p):
+  """The training budget and blessing threshold (run and compile)."""
+  p.add_argument("--max-minutes", type=float,
+                 default=hparams_lib.TrainConfig.max_minutes,
+                 help="training time budget (wall clock)")
+  p.add_argument("--threshold", type=float, default=None,
+                 help="blessing threshold (layout: least Kendall tau; tile: "
+                 "most top-5 error)")
+
+
 def add_parser(sub):
   p = sub.add_parser(
       "pipeline", help="run the TFX pipeline locally, or compile it for "
@@ -35,12 +45,7 @@ def add_parser(sub):
                  "letters go here")
   r.add_argument("--serving-dir", default=None,
                  help="Pusher destination (default WORK_DIR/serving/tpurank)")
-  r.add_argument("--max-minutes", type=float,
-                 default=hparams_lib.TrainConfig.max_minutes,
-                 help="training time budget (wall clock)")
-  r.add_argument("--threshold", type=float, default=None,
-                 help="blessing threshold (layout: least Kendall tau; tile: "
-                 "most top-5 error)")
+  _add_training_flags(r)
   r.add_argument("--no-cache", action="store_true")
   r.add_argument("--allow-dead-letters", action="store_true")
   r.add_argument("--show-top", type=int, default=5,
@@ -65,12 +70,7 @@ def add_parser(sub):
                  "gs://PROJECT-tpurank/serving/tpurank)")
   c.add_argument("--tpu", action="store_true",
                  help="train on a Vertex TPU worker pool (TPUStrategy)")
-  c.add_argument("--max-minutes", type=float,
-                 default=hparams_lib.TrainConfig.max_minutes,
-                 help="training time budget (wall clock)")
-  c.add_argument("--threshold", type=float, default=None,
-                 help="blessing threshold (layout: least Kendall tau; tile: "
-                 "most top-5 error)")
+  _add_training_flags(c)
   c.add_argument("--submit", action="store_true",
                  help="submit to Vertex AI after compiling (needs Google "
                  "Cloud credentials)")
