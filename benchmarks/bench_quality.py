@@ -102,7 +102,9 @@ def train_and_score(data, collection, out, minutes, seed, config_only,
                     reuse=False, records=None):
   cmd = [sys.executable, "-m", "tpurank.cli", "train", "--collection",
          collection, "--data", data, "--out", out, "--max-minutes",
-         str(minutes), "--seed", str(seed),
+         # One sample of configs (records) for every run; seeds vary the
+         # initialisation and data order.
+         str(minutes), "--train-seed", str(seed),
          # Only the metrics are used: the export (~20 s) is not measured.
          "--no-export"]
   if config_only:

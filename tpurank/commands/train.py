@@ -56,6 +56,10 @@ def add_parser(sub):
   p.add_argument("--epochs", type=int, default=_TRAIN.epochs)
   p.add_argument("--steps-per-epoch", type=int, default=_TRAIN.steps_per_epoch,
                  help="0: one pass over the train examples")
+  p.add_argument("--train-seed", type=int, default=None,
+                 help="seed of initialisation and data order (default: "
+                 "--seed, which also samples the records' configs): "
+                 "several runs on the same records differ only in this")
   p.add_argument("--max-minutes", type=float, default=_TRAIN.max_minutes,
                  help="training time budget (wall clock)")
   p.add_argument("--patience", type=int, default=_TRAIN.patience,
@@ -115,7 +119,8 @@ def run(args) -> int:
       lr_patience=args.lr_patience,
       epochs=args.epochs,
       steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
-      patience=args.patience, xla=args.xla, seed=args.seed,
+      patience=args.patience, xla=args.xla,
+      seed=args.seed if args.train_seed is None else args.train_seed,
       tpu=args.tpu, mirrored=args.mirrored, export=not args.no_export,
       export_path=os.path.join(base, str(model_repository.next_version(base))),
       hops=args.hops)
