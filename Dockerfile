@@ -27,8 +27,9 @@ RUN pip install --no-cache-dir uv==0.13.9 \
  && uv pip sync --system --no-cache requirements.lock
 
 COPY . .
+# Imported from / so the installed package is checked, not the sources.
 RUN uv pip install --system --no-cache --no-deps . \
- && python -c "import tpurank.cli, trainer.model, pipeline.pipeline"
+ && cd / && python -c "import tpurank.cli, trainer.model, pipeline.pipeline"
 
 # TPU workers (`make image TPU=1 LIBTPU_URL=...`, for `pipeline compile
 # --tpu`): TensorFlow built for TPU VMs and its libtpu in /lib, as Vertex AI

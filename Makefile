@@ -99,5 +99,5 @@ image:
 	  echo "make image: docker is installed but its daemon is not reachable here, so nothing was built." >&2; \
 	  echo "  Start it, or use Cloud Build: gcloud builds submit --tag $(IMAGE) ." >&2; exit 3; fi
 	$(DOCKER) build --build-arg BEAM_VERSION=$(BEAM_VERSION) --build-arg TPU=$(TPU) \
-	    --build-arg LIBTPU_URL=$(LIBTPU_URL) -t $(IMAGE) .
+	    --build-arg LIBTPU_URL="$(LIBTPU_URL)" -t $(IMAGE) .
 	$(DOCKER) push $(IMAGE)

@@ -40,13 +40,28 @@ def count(progress_dir: str) -> int:
   return len(match[0].metadata_list)
 
 
+def _remove(progress_dir: str) -> None:
+  # The markers first (on GCS a directory is only a prefix: deleting its
+  # bare name removes nothing), then the directory itself (local disks).
+  with contextlib.suppress(Exception):
+    match = FileSystems.match([FileSystems.join(progress_dir, "*")])
+    markers = [m.path for m in match[0].metadata_list]
+    if markers:
+      FileSystems.delete(markers)
+  with contextlib.suppress(Exception):
+    FileSystems.delete([progress_dir])
+
+
 @contextlib.contextmanager
-def watch(progress_dir: str, total: int, label: str,
+def watch(progress_dir: str, total: Optional[int], label: str,
           stream: Optional[TextIO] = None,
           poll_seconds: float = 1.0) -> Iterator[None]:
-  """Shows `label: done/total graphs` while the block runs: a progress bar
-  on a terminal, else a plain line at most every LINE_SECONDS. Removes the
-  progress directory at the end."""
+  """Shows `label: done/total graphs` (`done graphs` when the total is not
+  known ahead, None) while the block runs: a progress bar on a terminal,
+  else a plain line at most every LINE_SECONDS. Clears the progress
+  directory first (markers of an interrupted run) and removes it at the
+  end."""
+  _remove(progress_dir)
   stream = stream or sys.stdout
   terminal = stream.isatty()
   stop = threading.Event()
@@ -62,7 +77,8 @@ def watch(progress_dir: str, total: int, label: str,
         bar.update(done - bar.n)
       elif done != shown and (finished or
                               time.monotonic() - last >= LINE_SECONDS):
-        print(f"{label}: {done}/{total} graphs", file=stream, flush=True)
+        of = "" if total is None else f"/{total}"
+        print(f"{label}: {done}{of} graphs", file=stream, flush=True)
         shown, last = done, time.monotonic()
       if finished:
         break
@@ -76,5 +92,4 @@ def watch(progress_dir: str, total: int, label: str,
   finally:
     stop.set()
     thread.join()
-    with contextlib.suppress(Exception):
-      FileSystems.delete([progress_dir])
+    _remove(progress_dir)

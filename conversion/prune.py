@@ -72,7 +72,9 @@ def region_mask(node_feat, node_opcode, edge_index, node_config_ids):
 
 def keep_mask(node_feat, node_opcode, edge_index, node_config_ids, hops):
   """[N] bool tensor: the layout regions and every op within `hops` (int
-  or scalar tensor) of them, edges taken in both directions."""
+  or scalar tensor) of them, edges taken in both directions. (`hops` < 0
+  keeps the regions alone: callers that mean "no pruning", as `prune`
+  does, skip pruning instead.)"""
   n = tf.shape(node_opcode)[0]
   edges = tf.cast(tf.reshape(edge_index, [-1, 2]), tf.int32)
   keep = region_mask(node_feat, node_opcode, edges, node_config_ids)

@@ -17,6 +17,7 @@ MODEL_NAME = serving_options.MODEL_NAME  # <serving base>/<MODEL_NAME>/<v>/.
 # tile: top-5 error at most) and be no worse than the last blessed model's.
 THRESHOLDS = {"layout": 0.2, "tile": 0.5}
 
+
 def dataflow_args(project: str, region: str, bucket: str,
                   image: str) -> list[str]:
   """Default Beam flags of the Vertex pipeline's Beam steps: Dataflow,

@@ -20,8 +20,8 @@ each, with why):
 
 * the container image: the command runs in this environment (docker may
   be missing here; the image holds the same lock and code);
-* a resolver task's MLMD query: answered from the artifacts this rehearsal
-  produced before it (none on a first run);
+* a resolver task's metadata query: answered with no artifacts (a first
+  run: no blessed model yet; the rehearsal keeps no metadata store);
 * an executor that calls a Google Cloud API (the Vertex Trainer submits a
   CustomJob): `substitutions` maps its class path to the local one that
   the job's own container would run (the same run_fn and arguments).
@@ -126,6 +126,9 @@ def run(spec_path: str, root: str,
     os.makedirs(task_dir, exist_ok=True)
     inputs = {}
     for key, ref in task.get("inputs", {}).get("artifacts", {}).items():
+      if "taskOutputArtifact" not in ref:  # Not in what tpurank compiles.
+        raise ValueError(f"{name}: input {key}: only taskOutputArtifact "
+                         f"inputs are rehearsed, found {sorted(ref)}")
       source = ref["taskOutputArtifact"]
       inputs[key] = {"artifacts": out.outputs[source["producerTask"]][
           source["outputArtifactKey"]]}

@@ -210,7 +210,8 @@ def _rank_array(name: str, value) -> np.ndarray:
 def rest_rank_request(arrays: dict) -> dict:
   """The REST body (columnar) asking the `rank` signature of one graph."""
   return {"signature_name": RANK_SIGNATURE,
-          "inputs": {k: np.ascontiguousarray(v) for k, v in arrays.items()}}
+          "inputs": {k: np.ascontiguousarray(v, dtype=RANK_DTYPES.get(k))
+                     for k, v in arrays.items()}}
 
 
 def parse_rest_rank_request(body: dict) -> dict:

@@ -106,8 +106,11 @@ def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
        | "WriteDead" >> beam.io.WriteToText(
            base + ".dead_letters", file_name_suffix=".jsonl",
            shard_name_template=""))
-  # Graph files with a model (a raw tile .pb may hold several graphs).
-  total = sum(len(f) for c, f in found.items() if c in models)
+  # Graphs with a model: one per .npz; a raw tile .pb holds an unknown
+  # number until read (then no total is shown).
+  files = [f for c, fs in found.items() if c in models for f in fs]
+  total = (None if any(not f.endswith(".npz") for f in files)
+           else len(files))
   with progress.watch(marks, total, "scored"):
     result = pipeline.run()
     result.wait_until_finish()

@@ -76,8 +76,9 @@ def main(argv=None) -> int:
   # import) goes to the log; usage errors still reach the terminal.
   with console.library_log(chosen if chosen in COMMANDS else "tpurank") as log:
     try:
+      # Loading the command's module may import libraries: not redirected.
+      parser = build_parser(only=chosen if chosen in COMMANDS else None)
       with contextlib.redirect_stderr(console.err()):
-        parser = build_parser(only=chosen if chosen in COMMANDS else None)
         args, extra = parser.parse_known_args(argv)
         if extra:
           # Commands that run Beam pass unknown flags on as Beam options.
@@ -101,6 +102,7 @@ def main(argv=None) -> int:
             f"{log})", file=console.err())
       return 1
     finally:
+      sys.stderr.flush()  # All of it in the log before it is measured.
       if log and os.path.exists(log):
         if os.path.getsize(log):
           print(f"tpurank: library messages (warnings, logs) in {log}",

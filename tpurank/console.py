@@ -74,8 +74,12 @@ def library_log(command: str) -> Iterator[Optional[str]]:
   saved = os.dup(2)
   os.dup2(fd, 2)
   os.close(fd)
-  _console = os.fdopen(os.dup(saved), "w", buffering=1)
+  # As sys.stderr does: a path that is not valid UTF-8 must not crash the
+  # line that names it.
+  _console = os.fdopen(os.dup(saved), "w", buffering=1,
+                       errors="backslashreplace")
   own = logging.getLogger(OWN_LOGGER)
+  before = own.level, own.propagate
   handler = logging.StreamHandler(_console)
   handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
   own.addHandler(handler)
@@ -86,7 +90,7 @@ def library_log(command: str) -> Iterator[Optional[str]]:
   finally:
     sys.stderr.flush()
     own.removeHandler(handler)
-    own.propagate = True
+    own.level, own.propagate = before
     os.dup2(saved, 2)
     os.close(saved)
     _console.close()

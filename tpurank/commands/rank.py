@@ -4,7 +4,6 @@
 import numpy as np
 
 from conversion import options
-from conversion import prune
 from schemas import npz_format
 from schemas.errors import fail
 from serving import model_repository
@@ -44,6 +43,7 @@ def add_parser(sub):
 def run(args) -> int:
   # Loaded when the command runs, not at start-up: keeps the CLI fast.
   # pylint: disable=g-import-not-at-top
+  from conversion import prune  # TensorFlow ops.
   from serving import saved_model_scorer
   if (args.model is None) == (args.server is None):
     raise fail("tpurank rank", "--model/--server", "exactly one of them",
@@ -57,7 +57,8 @@ def run(args) -> int:
     model_dir = f"{args.server} ({args.model_name})"
     scorer = client.connect(args.server, args.model_name, args.model_version)
     # The graph's arrays to the `rank` signature, pruned with the default
-    # hops (a server does not expose the model's own).
+    # hops to send less (the model prunes again with its own hops; pruning
+    # twice with the same hops changes nothing).
     sub = prune.prune(graph, options.DEFAULT_HOPS)
     scores = saved_model_scorer.score_graph_arrays(
         scorer.rank, sub, args.k or client.configs_per_request(sub))
