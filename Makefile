@@ -71,7 +71,7 @@ test-fast: setup
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache
 
-# Every benchmark (about 51 minutes on 2 cores, measured): BENCHMARKS.md + plots under
+# Every benchmark (about 55 minutes on 2 cores, measured): BENCHMARKS.md + plots under
 # benchmarks/results/suite/. Simulated data throughout.
 bench: setup
 	$(PY) -m benchmarks.suite

@@ -3,7 +3,7 @@
 Usage:
   python -m benchmarks.suite [--quick] [--out DIR] [--summary FILE]
 
-`make bench` runs the full suite (about 51 minutes on 2 cores, measured) and writes
+`make bench` runs the full suite (about 55 minutes on 2 cores, measured) and writes
 BENCHMARKS.md at the top of the repository, the per-benchmark reports and
 PNG plots under benchmarks/results/suite/; `make bench-quick` runs a reduced
 suite (about 9 minutes, measured) into bench_out/quick/. Each benchmark runs as its
