@@ -75,6 +75,8 @@ def main(argv=None) -> int:
   # From here on, what libraries print (also while the command's modules
   # import) goes to the log; usage errors still reach the terminal.
   with console.library_log(chosen if chosen in COMMANDS else "tpurank") as log:
+    # Bad input is one line; an unexpected error's line names the log.
+    name_log = True
     try:
       # Loading the command's module may import libraries: not redirected.
       parser = build_parser(only=chosen if chosen in COMMANDS else None)
@@ -87,6 +89,7 @@ def main(argv=None) -> int:
       args.beam_args = extra
       return int(_module(args.command).run(args) or 0)
     except InputError as e:
+      name_log = False
       print(f"tpurank: error: {e}", file=console.err())
       return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -96,6 +99,7 @@ def main(argv=None) -> int:
       if log is None:
         raise
       # A bug, not bad input: the traceback goes to the log it names.
+      name_log = False
       traceback.print_exc()
       print(f"tpurank: error: unexpected {type(e).__name__}: "
             f"{str(e).splitlines()[0] if str(e) else ''} (traceback in "
@@ -104,11 +108,11 @@ def main(argv=None) -> int:
     finally:
       sys.stderr.flush()  # All of it in the log before it is measured.
       if log and os.path.exists(log):
-        if os.path.getsize(log):
+        if not os.path.getsize(log):
+          os.remove(log)
+        elif name_log:
           print(f"tpurank: library messages (warnings, logs) in {log}",
                 file=console.err())
-        else:
-          os.remove(log)
 
 
 if __name__ == "__main__":
