@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from schemas import features as F
 from schemas import npz_format
 from schemas import opcodes
 
@@ -23,7 +24,7 @@ from schemas import opcodes
 DEFAULT_HOPS = 1
 
 _ELEMENTWISE_IDS = sorted(opcodes.opcode_id(n) for n in opcodes.ELEMENTWISE)
-_DIMS = slice(21, 27)  # node_feat: the output shape's dimensions.
+_DIMS = slice(F.SHAPE_DIMS, F.SHAPE_DIMS + F.MAX_RANK)  # Output shape.
 
 
 def _any_over(mask, edge_from, edge_to, n):
