@@ -58,9 +58,7 @@ class _GraphToExamples(beam.DoFn):
                       COUNTERS}
 
   def process(self, element):
-    yield from self._convert(element)
-    if self._progress:
-      progress.mark_done(self._progress, element)
+    return progress.marking(self._progress, element, self._convert(element))
 
   def _convert(self, element):
     c = self._counters

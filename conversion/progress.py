@@ -31,6 +31,14 @@ def mark_done(progress_dir: str, element) -> None:
   FileSystems.create(FileSystems.join(progress_dir, name)).close()
 
 
+def marking(progress_dir: Optional[str], element, outputs):
+  """A DoFn's `outputs` for `element`, then its mark (if `progress_dir`):
+  the input counts as done once everything it yields has gone out."""
+  yield from outputs
+  if progress_dir:
+    mark_done(progress_dir, element)
+
+
 def count(progress_dir: str) -> int:
   """Inputs marked done so far (0 before the first)."""
   try:

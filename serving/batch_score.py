@@ -150,9 +150,8 @@ class _Assemble(beam.DoFn):
     self._c = _counters()
 
   def process(self, element):
-    yield from self._assemble(element)
-    if self._progress:
-      progress.mark_done(self._progress, element[0])
+    return progress.marking(self._progress, element[0],
+                            self._assemble(element))
 
   def _assemble(self, element):
     gid, grouped = element
