@@ -37,6 +37,10 @@ SUITE = {
                  "--collections", "layout:nlp:random"]),
     "convert": ("benchmarks.bench_convert", [],
                 ["--collections", "layout:nlp:random"]),
+    # DirectRunner vs Dask with 1 and 2 workers (local clusters).
+    "dask": ("benchmarks.bench_dask", [],
+             ["--collections", "layout:nlp:random", "--nodes", "2000",
+              "--configs", "2000"]),
     "serving": ("benchmarks.bench_serving",
                 ["--clients", "1", "4", "--seconds", "5", "--min-rankings",
                  "100"],
@@ -45,11 +49,16 @@ SUITE = {
     "join": ("benchmarks.bench_join", [],
              ["--nodes", "2000", "--configs", "200", "--big-nodes", "500",
               "--big-configs", "5000", "--train-nodes", "2000"]),
+    "realism": ("benchmarks.bench_realism", [], []),
+    "real": ("benchmarks.bench_real", [], ["--train-minutes", "0.5"]),
     "scaling": ("benchmarks.bench_scaling",
                 ["--nodes", "1000", "20000", "44000", "--configs",
                  "1000", "10000", "100000"],
                 ["--nodes", "500", "1500", "--configs", "2000",
                  "--fixed-configs", "500", "--fixed-nodes", "500"]),
+    "multi_worker": ("benchmarks.bench_multi_worker", [],
+                     ["--graphs", "4", "--epochs", "2", "--steps-per-epoch",
+                      "3"]),
 }
 
 
@@ -99,6 +108,18 @@ def speed_ratios(out: str) -> list[str]:
                  f"{conv:.1f} s ({configs / conv:.0f} configs/s)",
                  f"np.load of the same files: {load:.2f} s",
                  f"{conv / load:.0f}x slower"))
+  dask = _load(out, "dask")
+  if dask:
+    secs = {}
+    for r in dask["rows"]:
+      key = "direct" if r["runner"] == "direct" else r["workers"]
+      secs[key] = secs.get(key, 0) + r["seconds"]
+    if 1 in secs and 2 in secs:
+      rows.append(("conversion on Beam's DaskRunner, 2 workers on this "
+                   "machine (small collections + one layout graph)",
+                   f"{secs[2]:.1f} s", f"1 worker: {secs[1]:.1f} s; "
+                   f"DirectRunner: {secs['direct']:.1f} s",
+                   f"{secs[1] / secs[2]:.2f}x of 1 worker"))
   scaling = _load(out, "scaling")
   if scaling:
     p = max(scaling["by_nodes"], key=lambda q: q["nodes"])
@@ -144,6 +165,12 @@ def speed_ratios(out: str) -> list[str]:
                    f"{b['configs_per_s']:.0f} configs/s",
                    "in-process SavedModel (on the serving benchmark's graph)",
                    "-"))
+  multi = _load(out, "multi_worker")
+  if multi and len(multi["rows"]) == 2:
+    one, two = (r["examples_per_second"] for r in multi["rows"])
+    rows.append(("training examples/s, 2 workers on this machine "
+                 "(MultiWorkerMirroredStrategy, loopback)", f"{two:.1f}",
+                 f"1 worker: {one:.1f}", f"{two / one:.2f}"))
   lines = ["| measure | value | bound | ratio |", "|---|---|---|---|"]
   lines += [f"| {' | '.join(r)} |" for r in rows]
   return lines

@@ -5,11 +5,23 @@ Graph files are TpuGraphs `.npz` or raw tuning `.pb` protos.
 Writes, under OUT:
   <split>/examples-SSSSS-of-NNNNN.tfrecord.gz  serialized GraphTensor examples
   dead_letters/<split>.jsonl                   one JSON record per bad file
+  counts.json                                  what the pipeline itself saw:
+                                               counts per split and a ledger
+                                               of every input file (its
+                                               shard or dead letters), see
+                                               `conversion/convert.py`
   conversion.json                              counts per split, options, and
                                                whether they reconcile
+Counts come from the pipeline's own outputs, not Beam metrics: the
+pipeline writes counts.json as its last step and `run` then checks it
+against the input files and the files written (`convert.reconcile`), the
+same on every runner.
+
 The default runner is Beam's DirectRunner in multi-processing mode over all
 cores; any other runner comes in through standard Beam pipeline options
-(e.g. `--runner DataflowRunner --project P --region R --temp_location gs://`).
+(e.g. `--runner DataflowRunner --project P --region R --temp_location gs://`,
+or `--runner DaskRunner --dask_client_address HOST:PORT` for a
+dask.distributed cluster).
 """
 
 import glob
@@ -19,7 +31,6 @@ from typing import Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from conversion import beam_args as beam_args_lib
@@ -31,13 +42,16 @@ from schemas import npz_format
 from schemas.errors import fail
 
 SPLITS = ("train", "valid", "test")
+COUNTS_FILE = "counts.json"  # Written by the pipeline itself, last.
 
 
 def default_beam_args(beam_args: Sequence[str]) -> list[str]:
   """The multi-processing DirectRunner unless a runner is given; the user's
-  flags replace the defaults they name (`beam_args.merge`)."""
-  if "runner" in {n for n, _ in beam_args_lib.split_flags(beam_args)}:
-    return list(beam_args)
+  flags replace the defaults they name (`beam_args.merge`). A runner of the
+  user's own gets only its own flags (`beam_args.for_runner`: the
+  DaskRunner's full name and partitioning)."""
+  if beam_args_lib.runner(beam_args) is not None:
+    return beam_args_lib.for_runner(beam_args)
   return beam_args_lib.merge(
       ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
        f"--direct_num_workers={os.cpu_count() or 1}"], beam_args)
@@ -50,6 +64,13 @@ def pipeline_options(beam_args: Sequence[str]) -> PipelineOptions:
     InputError: a flag that neither the command nor Beam knows (Beam alone
       would only log "Discarding unparseable args" and go on without it).
   """
+  dask_flags = [a.split("=")[0] for a in beam_args
+                if (beam_args_lib.flag_name(a) or "").startswith("dask_")]
+  if dask_flags and not beam_args_lib.is_dask(beam_args):
+    # Any other runner would ignore it without a word.
+    given = beam_args_lib.runner(beam_args) or "DirectRunner (the default)"
+    raise fail("<command line>", dask_flags[0],
+               "--runner DaskRunner (a Dask flag)", f"runner {given}")
   options = PipelineOptions(default_beam_args(beam_args))
   unknown = set(options.get_all_options(retain_unknown_options=True)) - set(
       options.get_all_options())
@@ -92,29 +113,27 @@ def split_files(data_dir: str, collection: str) -> dict:
   return files
 
 
-def counters(result, splits: Sequence[str]) -> dict:
-  """{split: {counter: committed value}} from a finished pipeline."""
-  out = {s: dict.fromkeys(convert.COUNTERS, 0) for s in splits}
-  for split in splits:
-    query = result.metrics().query(
-        MetricsFilter().with_namespace(convert.namespace(split)))
-    for c in query["counters"]:
-      value = c.committed if c.committed is not None else c.attempted
-      out[split][c.key.metric.name] += int(value or 0)
-  return out
+def outputs(out_dir: str) -> convert.Outputs:
+  """Where `run` writes (see the module docstring)."""
+  return convert.Outputs(
+      examples=os.path.join(out_dir, "{split}", "examples"),
+      suffix=".tfrecord.gz",
+      dead_letters=os.path.join(out_dir, "dead_letters", "{split}.jsonl"),
+      summary=os.path.join(out_dir, COUNTS_FILE),
+      temp=os.path.join(out_dir, ".shards"))
 
 
-def reconcile(files: dict, counts: dict) -> list[str]:
-  """Mismatches between input files and what the counters saw."""
-  bad = []
-  for split, paths in files.items():
-    c = counts[split]
-    if not (len(paths) == c["files_in"] and
-            c["graphs_in"] == c["graphs_converted"] + c["dead_letters"]):
-      bad.append(f"{split}: {len(paths)} files, {c['files_in']} read; "
-                 f"{c['graphs_in']} graphs = {c['graphs_converted']} "
-                 f"converted + {c['dead_letters']} dead letters?")
-  return bad
+def run_pipeline(pipeline: beam.Pipeline) -> None:
+  """Runs `pipeline` to completion (a worker's error is raised here)."""
+  result = pipeline.run()
+  try:
+    result.wait_until_finish()
+  finally:
+    # The DaskRunner leaves its dask.distributed client connected; closed,
+    # it does not outlive the job (nor log when the cluster goes away).
+    client = getattr(result, "client", None)
+    if client is not None:
+      client.close()
 
 
 def read_jsonl(path: str) -> list[dict]:
@@ -153,28 +172,21 @@ def run(data_dir: str, collection: str, out_dir: str,
   # Bad flags fail before anything of an earlier run is cleared.
   beam_options = pipeline_options(beam_args)
   prepare_output(out_dir, overwrite)
+  outs = outputs(out_dir)
   pipeline = beam.Pipeline(options=beam_options)
   marks = FileSystems.join(out_dir, progress.PROGRESS_DIR)
-  for split, paths in files.items():
-    out = (pipeline
-           | f"Files[{split}]" >> beam.Create(graph_files.to_elements(paths))
-           | f"Convert[{split}]" >> convert.ConvertGraphs(collection, split,
-                                                          options, marks))
-    _ = out[convert.EXAMPLES] | f"Write[{split}]" >> beam.io.WriteToTFRecord(
-        os.path.join(out_dir, split, "examples"),
-        file_name_suffix=".tfrecord.gz",
-        compression_type=beam.io.filesystem.CompressionTypes.GZIP)
-    _ = out[convert.DEAD_LETTERS] | f"Dead[{split}]" >> beam.io.WriteToText(
-        os.path.join(out_dir, "dead_letters", split),
-        file_name_suffix=".jsonl", shard_name_template="")
+  _ = pipeline | "Convert" >> convert.ConvertSplits(files, collection,
+                                                     options, outs, marks)
   with progress.watch(marks, sum(map(len, files.values())), "converted"):
-    result = pipeline.run()
-    result.wait_until_finish()
-  counts = counters(result, list(files))
+    run_pipeline(pipeline)
+  counted = convert.read_summary(outs.summary)
+  found = {s: (counted["splits"][s]["counts"] if counted and
+               s in counted["splits"] else {}) for s in files}
+  counts = {s: {n: c.get(n, 0) for n in convert.COUNTERS}  # Their order.
+            for s, c in found.items()}
   summary = {"collection": collection, "data": data_dir,
              "options": json.loads(options.to_json()), "splits": counts,
-             "mismatches": reconcile(files, counts)}
-  with beam.io.filesystems.FileSystems.create(
-      os.path.join(out_dir, "conversion.json")) as f:
+             "mismatches": convert.reconcile(files, counted, outs)}
+  with FileSystems.create(os.path.join(out_dir, "conversion.json")) as f:
     f.write(json.dumps(summary, indent=2).encode())
   return summary

@@ -48,16 +48,17 @@ def count(progress_dir: str) -> int:
   return len(match[0].metadata_list)
 
 
-def _remove(progress_dir: str) -> None:
-  # The markers first (on GCS a directory is only a prefix: deleting its
+def remove_dir(path: str) -> None:
+  """Removes a directory of files (not nested) on any filesystem."""
+  # The files first (on GCS a directory is only a prefix: deleting its
   # bare name removes nothing), then the directory itself (local disks).
   with contextlib.suppress(Exception):
-    match = FileSystems.match([FileSystems.join(progress_dir, "*")])
-    markers = [m.path for m in match[0].metadata_list]
-    if markers:
-      FileSystems.delete(markers)
+    match = FileSystems.match([FileSystems.join(path, "*")])
+    files = [m.path for m in match[0].metadata_list]
+    if files:
+      FileSystems.delete(files)
   with contextlib.suppress(Exception):
-    FileSystems.delete([progress_dir])
+    FileSystems.delete([path])
 
 
 @contextlib.contextmanager
@@ -69,7 +70,7 @@ def watch(progress_dir: str, total: Optional[int], label: str,
   else a plain line at most every LINE_SECONDS. Clears the progress
   directory first (markers of an interrupted run) and removes it at the
   end."""
-  _remove(progress_dir)
+  remove_dir(progress_dir)
   stream = stream or sys.stdout
   terminal = stream.isatty()
   stop = threading.Event()
@@ -100,4 +101,4 @@ def watch(progress_dir: str, total: Optional[int], label: str,
   finally:
     stop.set()
     thread.join()
-    _remove(progress_dir)
+    remove_dir(progress_dir)

@@ -59,8 +59,9 @@ def create_pipeline(pipeline_name: str, pipeline_root: str, data_dir: str,
     allow_dead_letters: Let ExampleGen succeed despite bad files.
     metadata_connection_config: MLMD connection (None on Vertex).
     beam_pipeline_args: Beam options of ExampleGen (and other Beam steps).
-    vertex: {"project", "region", "image", "tpu"}: run the Trainer as a
-      Vertex AI custom job; None trains in the pipeline's own worker.
+    vertex: {"project", "region", "image", "tpu", optional "workers",
+      "tpu_topology"} (see `configs.vertex_training_args`): run the Trainer
+      as a Vertex AI custom job; None trains in the pipeline's own worker.
     enable_cache: Reuse results of unchanged steps.
   """
   kind = npz_format.collection_kind(collection)
@@ -80,15 +81,18 @@ def create_pipeline(pipeline_name: str, pipeline_root: str, data_dir: str,
       train_args=tfx.proto.TrainArgs(splits=["train"]),
       eval_args=tfx.proto.EvalArgs(splits=["valid"]))
   if vertex:
-    if vertex.get("tpu"):
+    tpu = bool(vertex.get("tpu") or vertex.get("tpu_topology"))
+    if tpu:
       custom_config["hparams"]["tpu"] = "local"
     custom_config.update({
         tfx.extensions.google_cloud_ai_platform.ENABLE_VERTEX_KEY: True,
         tfx.extensions.google_cloud_ai_platform.VERTEX_REGION_KEY:
             vertex["region"],
         tfx.extensions.google_cloud_ai_platform.TRAINING_ARGS_KEY:
-            configs.vertex_training_args(vertex["project"], vertex["image"],
-                                         bool(vertex.get("tpu")))})
+            configs.vertex_training_args(
+                vertex["project"], vertex["image"], tpu,
+                workers=int(vertex.get("workers") or 1),
+                tpu_topology=vertex.get("tpu_topology"))})
     trainer = tfx.extensions.google_cloud_ai_platform.Trainer(
         custom_config=custom_config, **trainer_args)
   else:

@@ -20,3 +20,6 @@ READ_TIMEOUT_SECONDS = 30.0
 # Open REST connections at once; more are answered 503 and closed.
 MAX_CONNECTIONS = 64
 MAX_OP_COPIES = call_cost.OP_COPY_BUDGET  # Op copies per model call.
+# The compiler's default config of a tile graph (trainer/default_guard):
+# config 0 in files from `tpurank featurize` and `tpurank synth`.
+DEFAULT_CONFIG = 0

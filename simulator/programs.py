@@ -279,7 +279,10 @@ def kernel(rng: np.random.Generator, target_nodes: int) -> Program:
   """
   etype = "bf16" if rng.random() < 0.5 else "f32"
   bld = _Builder(rng, etype)
-  kind = _pick(rng, ("dot", "dot", "conv", "elementwise", "reduce"))
+  # Shares shaped by the real kernels (benchmarks/bench_realism): many read
+  # several operands and move data; some are a lone copy or reshape.
+  kind = _pick(rng, ("dot", "conv", "elementwise", "elementwise", "reduce",
+                     "copy"))
   if kind == "conv":
     hw = _pick(rng, _SPATIAL)
     x = bld.param((_pick(rng, _BATCHES[:6]), hw, hw, _pick(rng, _CHANNELS)))
@@ -296,13 +299,29 @@ def kernel(rng: np.random.Generator, target_nodes: int) -> Program:
     dims = tuple(_pick(rng, _BATCHES + _SPATIAL) for _ in range(rank - 1)) + (
         _pick(rng, _WIDTHS + _CHANNELS),)
     x = bld.param(dims)
+  if kind == "copy":  # A lone layout change: parameter -> copy/transpose.
+    d = bld.dims(x)
+    if rng.random() < 0.5:
+      x = bld.add("copy", d, (x,))
+    else:
+      x = bld.add("transpose", d[:-2] + (d[-1], d[-2]), (x,),
+                  dimensions=tuple(range(len(d) - 2)) + (len(d) - 1,
+                                                         len(d) - 2))
+    target_nodes = 0
+  elif kind in ("dot", "conv"):  # Real matmul kernels fuse their epilogue.
+    target_nodes = max(target_nodes, 16)
   while len(bld.insts) < max(target_nodes - 2, 2):
     r = rng.random()
-    if r < 0.35:
+    if r < 0.1:
       x = bld.unary(x)
-    elif r < 0.7:
-      other = bld.param(bld.dims(x)) if rng.random() < 0.3 else (
-          bld.constant_like(x))
+    elif r < 0.6:
+      d = bld.dims(x)
+      if rng.random() < 0.3:  # An operand read through a transpose.
+        t = bld.param(d[:-2] + (d[-1], d[-2]))
+        other = bld.add("transpose", d, (t,), dimensions=tuple(
+            range(len(d) - 2)) + (len(d) - 1, len(d) - 2))
+      else:
+        other = bld.param(d) if rng.random() < 0.85 else bld.constant_like(x)
       x = bld.binary(x, other)
     elif r < 0.85:
       x = bld.bias_add(x)

@@ -15,8 +15,14 @@ Model (ns; constants in `hardware`): the kernel's output is cut into tiles of
   and how wide the kernel's operands are: on the graph, not the config alone;
 * time = tiles x (overhead + max(compute, memory) + 10% of the other).
 
-The compiler's default tiling is a fixed heuristic (minor dim up to 512,
-second-minor up to 256, 1 elsewhere); its runtime is the normalizer.
+The compiler's default tiling is the best tiling by the compiler's own
+estimate of this cost, an estimate off by a per-config lognormal error
+(`COMPILER_ERROR`): like the real compiler's, it is the best or close to
+the best measured config (see `benchmarks/bench_realism`). Its runtime is
+the normalizer. The measured configs are what an autotuner would try:
+tilings the compiler estimates within a per-kernel factor (`SEARCH_RANGE`)
+of its default, not every legal tiling, so runtimes span what real kernels
+span.
 """
 
 import dataclasses
@@ -26,6 +32,14 @@ import numpy as np
 
 from schemas import features as F
 from simulator import hardware as hw
+
+# Sigma of the compiler's log-error in estimating a tiling's runtime.
+COMPILER_ERROR = 0.08
+# Per kernel, the autotuner tries tilings the compiler estimates within a
+# factor drawn log-uniformly from this range of its default's estimate.
+SEARCH_RANGE = (3.0, 30.0)
+# Tilings the compiler considers per kernel (all of them when fewer).
+_POOL = 4096
 
 
 @dataclasses.dataclass
@@ -103,16 +117,6 @@ def tile_options(dim: int, position: int, rank: int) -> list[int]:
   return sorted({t for t in opts if t < dim} | {dim})
 
 
-def default_tile(out_dims: tuple) -> tuple:
-  """The compiler's heuristic tiling."""
-  rank = len(out_dims)
-  tile = [1] * rank
-  tile[-1] = min(out_dims[-1], 512)
-  if rank >= 2:
-    tile[-2] = min(out_dims[-2], 256)
-  return tuple(tile)
-
-
 def runtime_ns(prof: KernelProfile, out_tile: np.ndarray,
                cin_tile: np.ndarray) -> np.ndarray:
   """Noiseless runtimes of configs [C, rank] output tiles, [C] cin tiles."""
@@ -148,45 +152,72 @@ def runtime_ns(prof: KernelProfile, out_tile: np.ndarray,
   return n_tiles * per_tile
 
 
+def _in_tiles(sizes) -> list[int]:
+  """Tile sizes as the TPU tuning protos count them: the most-minor dim in
+  128-lane tiles, the second-minor in 8-sublane tiles, the rest in elements
+  (the real kernels' bounds, benchmarks/bench_realism)."""
+  out = [int(v) for v in sizes]
+  out[-1] = math.ceil(out[-1] / hw.LANES)
+  if len(out) >= 2:
+    out[-2] = math.ceil(out[-2] / hw.SUBLANES)
+  return out
+
+
 def config_features(prof: KernelProfile, out_tile: np.ndarray,
                     cin_tile: np.ndarray) -> np.ndarray:
-  """config_feat [C, 24]: kernel, output and input bounds (6, sum, product)."""
+  """config_feat [C, 24]: kernel, output and input bounds (6, sum, product),
+  in the protos' units (`_in_tiles`)."""
   rows = []
   for t, ci in zip(out_tile, cin_tile):
     kernel_bounds = ()
     if prof.conv:
       k = prof.conv[0]
-      kernel_bounds = (k, k, int(ci), int(t[-1]))
+      kernel_bounds = _in_tiles((k, k, int(ci), int(t[-1])))
     rows.append(
         F.sequence_feature(kernel_bounds, 6, zero_product_on_empty=True) +
-        F.sequence_feature(t, 6, zero_product_on_empty=True) +
+        F.sequence_feature(_in_tiles(t), 6, zero_product_on_empty=True) +
         F.sequence_feature((), 6, zero_product_on_empty=True))
   return np.array(rows, dtype=np.float32).reshape(-1,
                                                   F.TILE_CONFIG_FEATURES)
 
 
-def sample_configs(prof: KernelProfile, rng: np.random.Generator,
-                   count: int):
-  """Samples up to `count` distinct tilings, the default first.
-
-  Returns:
-    (out_tile [C, rank] int64, cin_tile [C] int64).
-  """
+def _pool(prof: KernelProfile, rng: np.random.Generator):
+  """The legal tilings the compiler considers: [P, rank + 1] (output tile,
+  input-feature tile), every one when they are few, else a random `_POOL`."""
   rank = len(prof.out_dims)
   options = [tile_options(d, i, rank) for i, d in enumerate(prof.out_dims)]
   cin_opts = [0] if not prof.conv else sorted(
       {min(prof.conv[1], c) for c in (8, 16, 32, 64, 128, 256, 512)} |
       {prof.conv[1]})
-  total = math.prod(len(o) for o in options) * len(cin_opts)
-  count = min(count, total)
-  seen = {default_tile(prof.out_dims) + (cin_opts[-1],)}
-  attempts = 0
-  while len(seen) < count and attempts < 50 * count:
-    attempts += 1
-    seen.add(tuple(int(o[rng.integers(len(o))]) for o in options) +
-             (int(cin_opts[rng.integers(len(cin_opts))]),))
-  first = default_tile(prof.out_dims) + (cin_opts[-1],)
-  rest = sorted(seen - {first})
-  rng.shuffle(rest)
-  configs = np.array([first] + rest, dtype=np.int64)
+  options.append(cin_opts)
+  total = math.prod(len(o) for o in options)
+  if total <= _POOL:
+    grid = np.meshgrid(*[np.array(o) for o in options], indexing="ij")
+    return np.stack([g.ravel() for g in grid], axis=1).astype(np.int64)
+  picks = [np.array(o)[rng.integers(len(o), size=_POOL)] for o in options]
+  return np.unique(np.stack(picks, axis=1).astype(np.int64), axis=0)
+
+
+def sample_configs(prof: KernelProfile, rng: np.random.Generator,
+                   count: int):
+  """The compiler's default and up to `count - 1` other tilings to measure.
+
+  The compiler estimates every tiling of its pool with a lognormal error
+  and picks the lowest estimate as its default; the autotuner measures the
+  default and a random sample of the tilings estimated within the kernel's
+  search factor of it.
+
+  Returns:
+    (out_tile [C, rank] int64, cin_tile [C] int64), the default first.
+  """
+  rank = len(prof.out_dims)
+  pool = _pool(prof, rng)
+  estimate = runtime_ns(prof, pool[:, :rank], pool[:, rank]) * np.exp(
+      rng.normal(0.0, COMPILER_ERROR, len(pool)))
+  default = int(np.argmin(estimate))
+  factor = np.exp(rng.uniform(*np.log(SEARCH_RANGE)))
+  near = np.flatnonzero(estimate <= factor * estimate[default])
+  near = near[near != default]
+  rest = rng.choice(near, min(count - 1, len(near)), replace=False)
+  configs = pool[np.concatenate([[default], rest]).astype(np.int64)]
   return configs[:, :rank], configs[:, rank]

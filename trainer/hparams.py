@@ -75,6 +75,9 @@ class TrainConfig:
   seed: int = options.SEED
   tpu: Optional[str] = None
   mirrored: bool = False
+  # MultiWorkerMirroredStrategy over the workers of TF_CONFIG
+  # (`distribute.pick_strategy`).
+  multi_worker: bool = False
   # The SavedModel directory (e.g. <base>/<version>; the caller numbers it).
   export_path: Optional[str] = None
   export: bool = True  # False: metrics only (sweeps, benchmarks).

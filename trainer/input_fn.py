@@ -43,11 +43,26 @@ def _is_gzip(path: str) -> bool:
 
 
 def read_records(files: Sequence[str], shuffle_files: bool = False,
-                 seed: Optional[int] = None) -> tf.data.Dataset:
-  """Serialized examples of all files (each file's compression detected)."""
+                 seed: Optional[int] = None,
+                 shard: Optional[tuple[int, int]] = None) -> tf.data.Dataset:
+  """Serialized examples of all files (each file's compression detected).
+
+  Args:
+    files: TFRecord files.
+    shuffle_files: Read the files in a random order.
+    seed: Its seed.
+    shard: (count, index): only this input pipeline's share of the examples
+      (one of `count` workers'), see `shard_policy`.
+  """
   files = list(files)
   if not files:
     raise fail("<records>", "files", "at least one TFRecord file", "none")
+  policy = shard_policy(len(files), shard[0]) if shard else None
+  if policy == "files":
+    files = files[shard[1]::shard[0]]
+  elif policy == "data":
+    # Every worker must see the same order before taking its share.
+    shuffle_files = False
   gz = [f for f in files if _is_gzip(f)]
   plain = [f for f in files if f not in gz]
   parts = []
@@ -64,7 +79,25 @@ def read_records(files: Sequence[str], shuffle_files: bool = False,
   ds = parts[0]
   for other in parts[1:]:
     ds = ds.concatenate(other)
+  if policy == "data":
+    ds = ds.shard(*shard)
   return ds
+
+
+def shard_policy(num_files: int, num_shards: int) -> Optional[str]:
+  """How `num_shards` input pipelines split `num_files` files.
+
+  "files" (each reads its own files: no worker reads what it drops) when
+  every shard gets a file; else "data" (each reads everything in the same
+  order and keeps every `num_shards`-th example: `tpurank train` writes one
+  record file per split). None for a single pipeline. Either way each
+  example goes to exactly one worker, as tf.data's FILE/DATA auto-shard
+  policies would; `train_dataset` shards itself because its batches are
+  merged graphs, which the auto-sharding's rebatching cannot split.
+  """
+  if num_shards <= 1:
+    return None
+  return "files" if num_files >= num_shards else "data"
 
 
 def plain_graph_fn(fn):
@@ -93,7 +126,8 @@ def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
                   shuffle_buffer: int = 256, seed: Optional[int] = None,
                   repeat: bool = True,
                   size_constraints: Optional[tfgnn.SizeConstraints] = None,
-                  join: str = hparams.JOINS[0]) -> tf.data.Dataset:
+                  join: str = hparams.JOINS[0],
+                  shard: Optional[tuple[int, int]] = None) -> tf.data.Dataset:
   """(model input graph, labels [batch, k]) batches for training.
 
   Args:
@@ -107,8 +141,10 @@ def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
     size_constraints: Pad every batch to these totals (static shapes for
       TPUs and XLA); None leaves batches unpadded.
     join: The layout model's join (`hparams.JOINS`).
+    shard: (count, index): this worker's share of the examples (`batch_size`
+      is then per worker), see `read_records`.
   """
-  ds = read_records(files, shuffle_files=True, seed=seed)
+  ds = read_records(files, shuffle_files=True, seed=seed, shard=shard)
   if repeat:
     ds = ds.repeat()
   ds = ds.shuffle(shuffle_buffer, seed=seed).batch(batch_size,

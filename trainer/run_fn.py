@@ -6,11 +6,17 @@ dict of `TrainConfig` fields (e.g. {"max_minutes": 5, "loss": "softmax"}) and
 `fn_args.serving_model_dir` (the Pusher versions it); checkpoints, logs and
 backups to `fn_args.model_run_dir`, TensorBoard logs where Vertex AI asks
 (`AIP_TENSORBOARD_LOG_DIR`, set when the training job has a TensorBoard).
+
+When TF_CONFIG names more than one worker (Vertex AI sets it on every replica
+of a custom job with a chief pool and a worker pool: `cluster` has "chief"
+and "worker"), training runs under MultiWorkerMirroredStrategy; every replica
+runs this same function, and only the chief writes `serving_model_dir`.
 """
 
 import os
 
 from schemas import npz_format
+from trainer import distribute
 from trainer import hparams
 from trainer import input_fn
 from trainer import train as train_lib
@@ -29,6 +35,9 @@ def config_from_fn_args(fn_args) -> hparams.TrainConfig:
   train_args = dict(custom.get("hparams", {}))
   if fn_args.train_steps:
     train_args.setdefault("steps_per_epoch", int(fn_args.train_steps))
+  # A TPU job's hosts are TPUStrategy's (its cluster resolver), not MWMS's.
+  if not train_args.get("tpu") and distribute.training_workers() > 1:
+    train_args["multi_worker"] = True
   model = hparams.ModelConfig(kind=npz_format.collection_kind(collection),
                               **custom.get("model", {}))
   return hparams.TrainConfig(
@@ -43,4 +52,7 @@ def config_from_fn_args(fn_args) -> hparams.TrainConfig:
 
 def run_fn(fn_args):
   """Trains and exports; called by the TFX Trainer's GenericExecutor."""
-  return train_lib.train(config_from_fn_args(fn_args))
+  cfg = config_from_fn_args(fn_args)
+  # Made first: a multi-worker strategy must exist before any TensorFlow op.
+  strategy = distribute.pick_strategy(cfg.tpu, cfg.mirrored, cfg.multi_worker)
+  return train_lib.train(cfg, strategy)

@@ -5,7 +5,6 @@ import tensorflow_gnn as tfgnn
 
 from schemas import features as F
 from trainer import batch_index
-from trainer import tpu_tiling
 
 _SHAPE = slice(F.SHAPE_DIMS, F.SHAPE_DIMS + F.MAX_RANK)
 _OUTPUT_TILE = slice(F.TILE_OUTPUT_BOUNDS, F.TILE_OUTPUT_BOUNDS + F.MAX_RANK)
@@ -14,11 +13,14 @@ _OUTPUT_TILE = slice(F.TILE_OUTPUT_BOUNDS, F.TILE_OUTPUT_BOUNDS + F.MAX_RANK)
 def tile_config_features(graph: tfgnn.GraphTensor) -> tf.Tensor:
   """What each tile config means for its kernel's output shape.
 
-  From the kernel's output shape (node features 21-26 of its root op) and
-  the config's output tile sizes (config features 8-13): per dim, log of the
-  number of tiles along it; log of all tiles; log padding waste of the tile's
-  most-minor size to 128 and second-minor to 8 (TPU's (8, 128) tiling); log
-  of the padded tile volume. [configs, WIDTH] float32.
+  The config's output bounds (config features 8-13) count the two most-minor
+  dims in TPU tiles (128 lanes, 8 sublanes) and the others in elements, as
+  the real tuning protos do; they are turned into element sizes first. From
+  the kernel's output shape (node features 21-26 of its root op): per dim,
+  log of the number of tiles along it; log of all tiles; log padding waste
+  of covering the most-minor and the second-minor dim with whole tiles; log
+  of the tile volume in elements. Unknown shapes (a tuple root) give 0.
+  [configs, WIDTH] float32.
   """
   op = graph.node_sets["op"]
   feat = op["feat"]
@@ -31,21 +33,27 @@ def tile_config_features(graph: tfgnn.GraphTensor) -> tf.Tensor:
   config = graph.node_sets["config"]
   comp_of_config = batch_index.segment_ids(config.sizes)
   dims = tf.gather(tf.gather(feat, root)[:, _SHAPE], comp_of_config)
-  tiles = config["feat"][:, _OUTPUT_TILE]
+  bounds = config["feat"][:, _OUTPUT_TILE]
+  rank = tf.reduce_sum(tf.cast(bounds > 0, tf.int32), axis=1)
+  position = tf.range(F.MAX_RANK)[tf.newaxis, :]
+  unit = tf.where(position == (rank - 1)[:, tf.newaxis],
+                  float(F.TPU_LANES),
+                  tf.where(position == (rank - 2)[:, tf.newaxis],
+                           float(F.TPU_SUBLANES), 1.0))
+  tiles = bounds * unit
   valid = (dims > 0) & (tiles > 0)
-  per_dim = tf.where(valid, tf.math.log(tf.math.ceil(
-      dims / tf.maximum(tiles, 1.0))), 0.0)
-  rank = tf.reduce_sum(tf.cast(dims > 0, tf.int32), axis=1)
-  minor = tf.gather(tiles, tf.maximum(rank - 1, 0), batch_dims=1)
-  second = tf.where(rank >= 2, tf.gather(tiles, tf.maximum(rank - 2, 0),
-                                         batch_dims=1), 1.0)
-  minor, second = tf.maximum(minor, 1.0), tf.maximum(second, 1.0)
-  pad_minor = tpu_tiling.minor_padding(minor)
-  pad_second = tpu_tiling.second_minor_padding(second)
-  volume = tf.reduce_sum(tf.where(valid, tf.math.log(tf.maximum(tiles, 1.0)),
-                                  0.0), axis=1) + pad_minor + pad_second
+  count = tf.math.ceil(dims / tf.maximum(tiles, 1.0))
+  per_dim = tf.where(valid, tf.math.log(count), 0.0)
+  waste = tf.where(valid, tf.math.log(count * tiles / tf.maximum(dims, 1.0)),
+                   0.0)
+
+  def at(values, offset):
+    return tf.where(rank >= offset, tf.gather(
+        values, tf.maximum(rank - offset, 0), batch_dims=1), 0.0)
+  volume = tf.reduce_sum(tf.where(tiles > 0, tf.math.log(
+      tf.maximum(tiles, 1.0)), 0.0), axis=1)
   return tf.concat([per_dim, tf.stack([
-      tf.reduce_sum(per_dim, axis=1), pad_minor, pad_second, volume],
+      tf.reduce_sum(per_dim, axis=1), at(waste, 1), at(waste, 2), volume],
                                       axis=1)], axis=1)
 
 

@@ -3,7 +3,12 @@
 `train(hparams.TrainConfig)` is shared by `tpurank train` and the TFX `run_fn`:
 
 * the strategy comes from `distribute.pick_strategy`; each replica reads its
-  own batches (`distribute_datasets_from_function`);
+  own batches (`distribute_datasets_from_function`); on several workers
+  (`MultiWorkerMirroredStrategy`) each reads its own share of the examples
+  (`input_fn.shard_policy`), the time budget runs on the chief's clock and
+  the validation metrics are the chief's (`distribute.ChiefValues`), so all
+  workers stop at the same step; only the chief writes the run's files and
+  the export (the others write theirs under `workertemp_*` and delete them);
 * batches are padded to fixed totals (`tfgnn.pad_to_total_sizes`) and the
   step is compiled with XLA, as TPUs require (`xla=False` skips both; by
   default off for the late join on CPU, see `hparams.TrainConfig.xla`);
@@ -12,7 +17,8 @@
   primary metric (layout: Kendall tau, tile: top-5 error) stops improving or
   the time budget runs out, and the best weights are kept;
 * the learning rate decays on a cosine over the run (`CosineBudgetDecay`);
-* `BackupAndRestore` lets an interrupted run resume where it stopped;
+* `BackupAndRestore` lets an interrupted run resume where it stopped (on
+  several workers: from the chief's backup, after any worker was lost);
 * the best model is exported in TF Serving's layout.
 """
 
@@ -21,10 +27,12 @@ import json
 import math
 import os
 import time
+from typing import Optional
 
 import tensorflow as tf
 import tensorflow_ranking as tfr
 
+from trainer import default_guard
 from trainer import distribute
 from trainer import evaluate
 from trainer import export
@@ -73,6 +81,36 @@ class ThroughputCallback(tf.keras.callbacks.Callback):
                                     self.seconds if self.seconds else None)}
 
 
+class SharedClock(tf.keras.callbacks.Callback):
+  """Seconds since training began, by the chief's clock, read before every
+  step: on several workers, the budget then ends training at the same step
+  everywhere and the learning rate is the same on every worker (one small
+  all-reduce per step; none on one worker).
+
+  Init args:
+    sync: `distribute.ChiefValues` of the strategy.
+  """
+
+  def __init__(self, sync: distribute.ChiefValues):
+    super().__init__()
+    self._sync = sync
+    self._start = time.time()
+    self.seconds = 0.0
+
+  def refresh(self) -> float:
+    """Reads the (chief's) clock; every worker must call it at the same
+    point (callbacks run in the same order on all)."""
+    self.seconds = self._sync([time.time() - self._start])[0]
+    return self.seconds
+
+  def on_train_begin(self, logs=None):
+    self._start = time.time()
+    self.seconds = 0.0
+
+  def on_train_batch_begin(self, batch, logs=None):
+    self.refresh()
+
+
 class CosineBudgetDecay(tf.keras.callbacks.Callback):
   """Cosine decay of the learning rate over the run, set before every step.
 
@@ -85,20 +123,19 @@ class CosineBudgetDecay(tf.keras.callbacks.Callback):
     rate: The initial learning rate.
     total_steps: Steps the run may take at most.
     max_minutes: The run's time budget.
+    clock: The run's `SharedClock` (listed before this callback).
   """
 
-  def __init__(self, rate: float, total_steps: int, max_minutes: float):
+  def __init__(self, rate: float, total_steps: int, max_minutes: float,
+               clock: SharedClock):
     super().__init__()
     self._rate, self._total = rate, max(1, total_steps)
     self._seconds = 60 * max_minutes
-    self._start, self._step = None, 0
+    self._clock, self._step = clock, 0
 
   def progress(self) -> float:
-    elapsed = time.time() - self._start
-    return min(1.0, max(self._step / self._total, elapsed / self._seconds))
-
-  def on_train_begin(self, logs=None):
-    self._start = time.time()
+    return min(1.0, max(self._step / self._total,
+                        self._clock.seconds / self._seconds))
 
   def on_train_batch_begin(self, batch, logs=None):
     cosine = 0.5 * (1 + math.cos(math.pi * self.progress()))
@@ -121,17 +158,21 @@ class ValidationCallback(tf.keras.callbacks.Callback):
     files: Validation records.
     log_dir: TensorBoard directory for the validation metrics.
     max_minutes: Stop training once this much wall time has passed.
+    clock: The run's `SharedClock` (listed before this callback).
+    sync: `distribute.ChiefValues`: every worker takes the chief's metrics,
+      so early stopping and the best epoch are the same on all.
     join: The layout model's join (`hparams.JOINS`).
   """
 
-  def __init__(self, score_model, kind, files, log_dir, max_minutes,
-               join=hparams.JOINS[0]):
+  def __init__(self, score_model, kind, files, log_dir, max_minutes, clock,
+               sync, join=hparams.JOINS[0]):
     super().__init__()
     self._score_model, self._kind, self._files = score_model, kind, files
     self._scorer = evaluate.RecordScorer(score_model, kind, join=join)
     self._metric, self._mode = metrics.PRIMARY[kind]
     self._writer = tf.summary.create_file_writer(log_dir)
-    self._deadline = time.time() + 60 * max_minutes
+    self._budget = 60 * max_minutes
+    self._clock, self._sync = clock, sync
     self.best = None
     self.best_epoch = None
     self.best_weights = None
@@ -145,7 +186,7 @@ class ValidationCallback(tf.keras.callbacks.Callback):
   def on_train_batch_end(self, batch, logs=None):
     # The budget ends the epoch early (small budgets, long epochs); the
     # epoch's validation still runs.
-    if time.time() > self._deadline:
+    if self._clock.seconds > self._budget:
       self.model.stop_training = True
 
   def on_epoch_begin(self, epoch, logs=None):
@@ -155,6 +196,11 @@ class ValidationCallback(tf.keras.callbacks.Callback):
     seconds = time.time() - getattr(self, "_epoch_start", time.time())
     loss = (logs or {}).get("loss")
     result, _ = evaluate.metrics_of(self._kind, self._scorer(self._files))
+    # Every worker scored the same weights on the same files: the same keys.
+    names = sorted(result)
+    result = dict(zip(names, self._sync([result[k] for k in names])))
+    if "graphs" in result:
+      result["graphs"] = int(result["graphs"])
     with self._writer.as_default():
       for name, value in result.items():
         tf.summary.scalar(f"val_{name}", value, step=epoch)
@@ -172,7 +218,7 @@ class ValidationCallback(tf.keras.callbacks.Callback):
     trained = "" if loss is None else f"loss {loss:.4f}, "
     print(f"epoch {epoch + 1}: {trained}val {shown} ({best}; {seconds:.0f} s)",
           flush=True)
-    if time.time() > self._deadline:
+    if self._clock.refresh() > self._budget:
       print("time budget reached: stopping", flush=True)
       self.model.stop_training = True
 
@@ -185,13 +231,39 @@ def _log_dir(cfg: hparams.TrainConfig) -> str:
   return cfg.log_dir or os.path.join(cfg.out_dir, "logs")
 
 
-def train(cfg: hparams.TrainConfig) -> dict:
-  """Trains, validates, exports. Returns a summary (also in summary.json)."""
+def _calibrate_guard(score_model, valid_files, join) -> dict:
+  """The tile model's default-guard margin, calibrated on validation, with
+  the guarded ranking's validation metrics beside it."""
+  predictions = evaluate.RecordScorer(score_model, "tile",
+                                      join=join)(valid_files)
+  guard = default_guard.calibrate(predictions)
+  guard["valid_metrics"] = default_guard.guarded_metrics(
+      predictions, guard["margin"])[0]
+  return guard
+
+
+def train(cfg: hparams.TrainConfig,
+          strategy: Optional[tf.distribute.Strategy] = None) -> dict:
+  """Trains, validates, exports. Returns a summary (also in summary.json).
+
+  Args:
+    cfg: The run.
+    strategy: The strategy, if the caller made it (a multi-worker strategy
+      must exist before TensorFlow runs any op); None: picked here from
+      `cfg` (`distribute.pick_strategy`).
+  """
+  if strategy is None:
+    strategy = distribute.pick_strategy(cfg.tpu, cfg.mirrored,
+                                        cfg.multi_worker)
   tf.keras.utils.set_random_seed(cfg.seed)
   os.makedirs(cfg.out_dir, exist_ok=True)
   kind = cfg.kind
-  strategy = distribute.pick_strategy(cfg.tpu, cfg.mirrored)
   replicas = strategy.num_replicas_in_sync
+  workers = distribute.worker_count(strategy)
+  sync = distribute.ChiefValues(strategy)
+  # Non-chief workers keep their files apart, deleted at the end.
+  work_dir = distribute.write_dir(cfg.out_dir, strategy)
+  os.makedirs(work_dir, exist_ok=True)
   per_replica = max(1, cfg.batch_size // replicas)
   stats = feature_stats.compute(cfg.train_files, kind)
   join = cfg.model.join
@@ -203,15 +275,21 @@ def train(cfg: hparams.TrainConfig) -> dict:
 
   def dataset_fn(ctx=None):
     seed = cfg.seed + (ctx.input_pipeline_id if ctx else 0)
+    shard = ((ctx.num_input_pipelines, ctx.input_pipeline_id)
+             if ctx and ctx.num_input_pipelines > 1 else None)
     return input_fn.train_dataset(cfg.train_files, kind, per_replica, cfg.k,
                                   seed=seed, size_constraints=constraints,
-                                  join=join)
+                                  join=join, shard=shard)
 
-  distributed = replicas > 1 or bool(cfg.tpu)
+  distributed = replicas > 1 or bool(cfg.tpu) or workers > 1
   # Built once and reused by fit: building traces parsing and expansion.
   local_data = None if distributed else dataset_fn()
   sample_graph, _ = next(iter(
       dataset_fn() if local_data is None else local_data))
+  # On several workers the step's cross-worker collectives (e.g.
+  # CollectiveGatherV2) have no XLA CPU kernel: the step runs uncompiled
+  # there (still padded to the same static sizes).
+  jit = bool(cfg.xla or cfg.tpu) and workers == 1
   with strategy.scope():
     score_model = model_lib.build_score_model(cfg.model, sample_graph.spec,
                                               stats)
@@ -220,16 +298,21 @@ def train(cfg: hparams.TrainConfig) -> dict:
         optimizer=tf.keras.optimizers.Adam(cfg.learning_rate),
         loss=LOSSES[cfg.loss](),
         metrics=[tfr.keras.metrics.OPAMetric(name="opa")],
-        jit_compile=bool(cfg.xla or cfg.tpu))
+        jit_compile=jit)
   data = (strategy.distribute_datasets_from_function(dataset_fn)
           if distributed else local_data)
-  val = ValidationCallback(score_model, kind, cfg.valid_files,
-                           os.path.join(_log_dir(cfg), "validation"),
-                           cfg.max_minutes, join)
+  clock = SharedClock(sync)
+  val = ValidationCallback(
+      score_model, kind, cfg.valid_files,
+      distribute.write_dir(os.path.join(_log_dir(cfg), "validation"),
+                           strategy),
+      cfg.max_minutes, clock, sync, join)
   metric, mode = metrics.PRIMARY[kind]
   throughput = ThroughputCallback(per_replica * replicas)
   callbacks = [
+      clock,  # First: the others read the clock it set for the step.
       throughput,
+      # On several workers all restore the chief's backup (`<dir>/chief`).
       tf.keras.callbacks.BackupAndRestore(os.path.join(cfg.out_dir,
                                                        "backup")),
       val,
@@ -238,15 +321,17 @@ def train(cfg: hparams.TrainConfig) -> dict:
   ]
   if cfg.lr_decay == "cosine":
     callbacks.append(CosineBudgetDecay(cfg.learning_rate,
-                                       cfg.epochs * steps, cfg.max_minutes))
+                                       cfg.epochs * steps, cfg.max_minutes,
+                                       clock))
   elif cfg.lr_patience:
     # After `val`, which puts the metric into the epoch's logs.
     callbacks.append(tf.keras.callbacks.ReduceLROnPlateau(
         monitor=f"val_{metric}", mode=mode, factor=0.5,
         patience=cfg.lr_patience, min_lr=cfg.learning_rate / 16))
   callbacks += [
+      # Keras's TensorBoard keeps non-chief workers' logs apart itself.
       tf.keras.callbacks.TensorBoard(_log_dir(cfg)),
-      tf.keras.callbacks.CSVLogger(os.path.join(cfg.out_dir, "history.csv"),
+      tf.keras.callbacks.CSVLogger(os.path.join(work_dir, "history.csv"),
                                    append=True),
   ]
   start = time.time()
@@ -263,13 +348,31 @@ def train(cfg: hparams.TrainConfig) -> dict:
       "note": "trained on the data it was given; on tpurank synth data the "
               "runtimes are simulated",
   }
-  path = (export.save(score_model, kind, cfg.export_path, metadata, join)
-          if cfg.export else None)
+  guard = (_calibrate_guard(score_model, cfg.valid_files, join)
+           if kind == "tile" else None)
+  if guard is not None:
+    metadata[default_guard.METADATA_KEY] = guard
+  path = None
+  if cfg.export:
+    # Every worker saves (saving may read variables collectively); only
+    # the chief's copy is the export.
+    path = export.save(score_model, kind, cfg.export_path
+                       if distribute.is_chief(strategy) else
+                       os.path.join(work_dir, "export"), metadata, join)
+    path = cfg.export_path
   summary = {"collection": cfg.collection, "valid_metrics": final,
              "best_epoch": None if val.best_epoch is None else
              val.best_epoch + 1, "train_seconds": seconds,
              "train_examples": num_examples, "steps_per_epoch": steps,
-             "replicas": replicas, "export": path, **throughput.summary()}
-  with open(os.path.join(cfg.out_dir, "summary.json"), "w") as f:
+             "replicas": replicas, "workers": workers, "xla": jit,
+             "export": path,
+             "default_guard": guard, **throughput.summary()}
+  with open(os.path.join(work_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2, default=float)
+  # No worker returns before the chief's export is complete (the TFX
+  # executor of every worker checks that the model is there).
+  sync.barrier()
+  distribute.remove_write_dir(cfg.out_dir, strategy)
+  distribute.remove_write_dir(os.path.join(_log_dir(cfg), "validation"),
+                              strategy)
   return summary

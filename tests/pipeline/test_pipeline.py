@@ -163,3 +163,49 @@ def test_local_run_pushes_a_blessed_model_and_reruns_from_cache(data_dir,
   second = run()
   assert "TpuGraphsExampleGen: CACHED" in second
   assert "Trainer: CACHED" in second
+
+
+def _trainer_training_args(spec: dict) -> dict:
+  """The Vertex custom-job args in the compiled Trainer's custom_config."""
+  trainer = spec["root"]["dag"]["tasks"]["Trainer"]
+  params = trainer["inputs"]["parameters"]
+  custom = json.loads(params["custom_config"]["runtimeValue"][
+      "constantValue"]["stringValue"])
+  return custom["ai_platform_training_args"]
+
+
+@pytest.mark.parametrize("flags,pools", [
+    (["--workers", "3"], [(1, "n1-standard-8"), (2, "n1-standard-8")]),
+    (["--tpu-topology", "2x2x1"], [(1, "cloud-tpu")]),
+])
+def test_compile_asks_vertex_for_worker_pools(tmp_path, flags, pools):
+  """`--workers N`: a chief pool of 1 and a worker pool of N-1, the same
+  machine and image (Vertex sets TF_CONFIG, the trainer uses MWMS);
+  `--tpu-topology`: one TPU pod slice. The pools are valid CustomJobSpec
+  fields (checked with Vertex's own client types, offline)."""
+  from google.cloud.aiplatform_v1.types import custom_job  # pylint: disable=g-import-not-at-top
+  out = str(tmp_path / "pipeline.json")
+  image = "us-docker.pkg.dev/p/r/tpurank:1"
+  assert cli.main(["pipeline", "compile", "--target", "vertex", "--project",
+                   "p", "--region", "us-central1", "--image", image,
+                   "--out", out, *flags]) == 0
+  with open(out) as f:
+    args = _trainer_training_args(json.load(f)["pipelineSpec"])
+  specs = args["worker_pool_specs"]
+  assert [(p["replica_count"], p["machine_spec"]["machine_type"])
+          for p in specs] == pools
+  assert {p["container_spec"]["image_uri"] for p in specs} == {image}
+  parsed = custom_job.CustomJobSpec(worker_pool_specs=specs)
+  assert len(parsed.worker_pool_specs) == len(pools)
+  if "--tpu-topology" in flags:
+    machine = parsed.worker_pool_specs[0].machine_spec
+    assert machine.tpu_topology == "2x2x1"
+    assert machine.accelerator_type.name == configs.VERTEX_TPU_POD_ACCELERATOR
+    assert machine.accelerator_count == 4
+
+
+def test_compile_refuses_workers_with_a_tpu(tmp_path, capsys):
+  assert cli.main(["pipeline", "compile", "--target", "vertex", "--project",
+                   "p", "--region", "r", "--image", "i", "--out",
+                   str(tmp_path / "p.json"), "--tpu", "--workers", "2"]) == 2
+  assert "--workers: expected 1 with --tpu" in capsys.readouterr().err

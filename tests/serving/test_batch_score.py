@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from schemas import npz_format
+from serving import batch_score
 from serving import saved_model_scorer
 from serving import score_job
 from simulator import synth
 from tests.serving.conftest import build_model
+from trainer import default_guard
 from trainer import export
 
 IN_MEMORY = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
@@ -96,3 +98,34 @@ def test_tile_rows_hold_the_five_best_configs(data, tile_npz, tmp_path):
     want = np.argsort(scorer.score_graph(npz_format.load_graph(path), gid),
                       kind="stable")[:5]
     np.testing.assert_array_equal(rows[gid], want)
+
+
+def test_tile_rows_keep_the_compiler_default_unless_confident(
+    data, tile_npz, tmp_path):
+  files = score_job.find_collections(data, "test")["tile:xla"]
+  score_model = build_model(tile_npz, kind="tile")
+  probe = export.save(score_model, "tile", str(tmp_path / "probe" / "1"), {})
+  scorer = saved_model_scorer.SavedModelScorer(probe)
+  scores = {npz_format.graph_id("tile:xla", p): scorer.score_graph(
+      npz_format.load_graph(p), npz_format.graph_id("tile:xla", p))
+            for p in files}
+  # A margin some configs clear and some do not, on these scores.
+  leads = np.concatenate([s[0] - s[1:] for s in scores.values()])
+  margin = float(np.median(leads[leads > 0])) if np.any(leads > 0) else 0.0
+  for name, guard, options in (
+      ("calibrated", {"margin": margin}, batch_score.ScoreOptions()),
+      ("untrusted", {"margin": None}, batch_score.ScoreOptions()),
+      ("off", {"margin": None},
+       batch_score.ScoreOptions(default_config=None))):
+    model = export.save(score_model, "tile", str(tmp_path / name / "1"),
+                        {default_guard.METADATA_KEY: guard})
+    out = str(tmp_path / f"{name}.csv")
+    score_job.run([model], data, out, collection="tile:xla",
+                  beam_args=IN_MEMORY, options=options)
+    rows = _rows(out)
+    for gid, s in scores.items():
+      want = (np.argsort(s, kind="stable") if name == "off" else
+              default_guard.guarded_order(s, guard["margin"], 0))[:5]
+      np.testing.assert_array_equal(rows[gid], want, err_msg=name)
+      if name == "untrusted":
+        assert rows[gid][0] == 0

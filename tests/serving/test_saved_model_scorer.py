@@ -83,3 +83,43 @@ def test_a_graph_of_the_other_kind_is_refused(exported, tile_npz, capsys):
     SavedModelScorer(path).score_graph(tile, "tile:xla:g")
   assert cli.main(["rank", "--graph", tile_npz, "--model", path]) == 2
   assert "found a tile graph" in capsys.readouterr().err
+
+
+def test_rank_keeps_the_tile_default_unless_confident(tile_npz, tmp_path,
+                                                      capsys):
+  # pylint: disable=g-import-not-at-top
+  from tests.serving.conftest import build_model
+  from trainer import default_guard
+  sm = build_model(tile_npz, kind="tile")
+  g = npz_format.load_graph(tile_npz)
+  scores = SavedModelScorer(export.save(sm, "tile", str(
+      tmp_path / "probe" / "1"), {})).score_graph(g, "x")
+  leads = scores[0] - scores[1:]
+  margin = float(np.median(leads[leads > 0])) if np.any(leads > 0) else 0.0
+
+  def ranked(metadata, *flags):
+    path = export.save(sm, "tile", str(tmp_path / str(len(
+        list(tmp_path.iterdir()))) / "1"), metadata)
+    assert cli.main(["rank", "--graph", tile_npz, "--model", path,
+                     "--top", str(g.num_configs), *flags]) == 0
+    out = capsys.readouterr().out.splitlines()
+    return out, [int(l.split()[1]) for l in out if l.strip()[:1].isdigit()]
+
+  out, order = ranked({default_guard.METADATA_KEY: {"margin": None}})
+  assert order[0] == 0 and "default first" in "\n".join(out)
+  assert order[1:] == [i for i in np.argsort(scores, kind="stable")
+                       if i != 0]
+  _, order = ranked({default_guard.METADATA_KEY: {"margin": margin}})
+  assert order == default_guard.guarded_order(scores, margin, 0).tolist()
+  _, order = ranked({default_guard.METADATA_KEY: {"margin": None}},
+                    "--no-default-guard")
+  assert order == np.argsort(scores, kind="stable").tolist()
+  # A model without a calibration (not trained by tpurank) is not guarded.
+  _, order = ranked({})
+  assert order == np.argsort(scores, kind="stable").tolist()
+  guarded = export.save(sm, "tile", str(tmp_path / "guarded" / "1"),
+                        {default_guard.METADATA_KEY: {"margin": None}})
+  assert cli.main(["rank", "--graph", tile_npz, "--model", guarded,
+                   "--default-config", str(g.num_configs)]) == 2
+  err = capsys.readouterr().err
+  assert "--default-config" in err and len(err.strip().splitlines()) == 1

@@ -218,13 +218,19 @@ def test_tile_config_features_by_hand(tmp_path):
   g = graphs[0]
   root = int(np.flatnonzero(g.node_feat[:, 0])[0])
   dims = g.node_feat[root, 21:27]
-  rank = int((dims > 0).sum())
   idx = merged.node_sets["config"]["index"].numpy()
   for row, i in enumerate(idx):
-    tiles = g.config_feat[i, 8:14]
+    bounds = g.config_feat[i, 8:14]
+    brank = int((bounds > 0).sum())
+    # The protos' units: lanes of 128 and sublanes of 8 for the two
+    # most-minor dims, elements elsewhere.
+    tiles = bounds * np.array([128.0 if j == brank - 1 else
+                               8.0 if j == brank - 2 else 1.0
+                               for j in range(6)])
     want = [np.log(np.ceil(d / t)) if d > 0 and t > 0 else 0.0
             for d, t in zip(dims, tiles)]
     np.testing.assert_allclose(phys[row, :6], want, rtol=1e-5, atol=1e-6)
-    minor = tiles[rank - 1]
+    d, t = dims[brank - 1], tiles[brank - 1]
     np.testing.assert_allclose(
-        phys[row, 7], np.log(np.ceil(minor / 128) * 128 / minor), atol=1e-6)
+        phys[row, 7], np.log(np.ceil(d / t) * t / d) if d > 0 else 0.0,
+        atol=1e-5)

@@ -5,6 +5,7 @@ import os
 
 from conversion import graph_files
 from schemas import npz_format
+from schemas.errors import fail
 from serving import model_repository
 from tpurank import console
 from trainer import hparams as hparams_lib
@@ -39,7 +40,13 @@ def add_parser(sub):
                  help="directory holding npz/... (as `tpurank synth` writes)")
   r.add_argument("--collection", required=True,
                  choices=npz_format.COLLECTIONS)
-  r.add_argument("--runner", choices=("local", "beam"), default="local")
+  r.add_argument("--runner", choices=("local", "beam"), default="local",
+                 help="TFX orchestrator")
+  r.add_argument("--beam-runner", default=None,
+                 help="Beam runner of ExampleGen's conversion (Beam's "
+                 "--runner, which names the orchestrator here), e.g. "
+                 "DaskRunner with --dask_client_address HOST:PORT (default: "
+                 "the multi-processing DirectRunner)")
   r.add_argument("--work-dir", default="tpurank_pipeline",
                  help="pipeline root, MLMD store, serving dir and dead "
                  "letters go here")
@@ -70,6 +77,13 @@ def add_parser(sub):
                  "gs://PROJECT-tpurank/serving/tpurank)")
   c.add_argument("--tpu", action="store_true",
                  help="train on a Vertex TPU worker pool (TPUStrategy)")
+  c.add_argument("--tpu-topology", default=None, metavar="TOPOLOGY",
+                 help="train on a TPU pod slice of this topology, e.g. 2x2x1 "
+                 "(TPUStrategy; accelerator in pipeline/configs.py)")
+  c.add_argument("--workers", type=int, default=1,
+                 help="training replicas on CPU machines: N > 1 asks Vertex "
+                 "for a chief pool of 1 and a worker pool of N-1 "
+                 "(MultiWorkerMirroredStrategy over TF_CONFIG)")
   _add_training_flags(c)
   c.add_argument("--submit", action="store_true",
                  help="submit to Vertex AI after compiling (needs Google "
@@ -118,6 +132,8 @@ def _run(args) -> int:
   from pipeline import runners
   from conversion import convert_job
   convert_job.split_files(args.data, args.collection)  # Clear error early.
+  if args.beam_runner:
+    args.beam_args = [f"--runner={args.beam_runner}", *args.beam_args]
   convert_job.pipeline_options(args.beam_args)  # Unknown flags too.
   paths = pipeline_lib.local_paths(os.path.abspath(args.work_dir))
   serving_dir = os.path.abspath(args.serving_dir or paths["serving_dir"])
@@ -174,6 +190,17 @@ def _compile(args) -> int:
   from pipeline import configs
   from pipeline import pipeline as pipeline_lib
   from pipeline import runners
+  if args.workers < 1 or (args.workers > 1 and (args.tpu or
+                                                 args.tpu_topology)):
+    raise fail("<command line>", "--workers",
+               "1 with --tpu or --tpu-topology (a TPU's hosts are one pool), "
+               "else at least 1", str(args.workers))
+  if args.tpu_topology:
+    try:
+      configs.tpu_topology_chips(args.tpu_topology)
+    except ValueError:
+      raise fail("<command line>", "--tpu-topology", "sizes joined by 'x', "
+                 "e.g. 2x2x1", repr(args.tpu_topology)) from None
   bucket = f"gs://{args.project}-tpurank"
   root = args.root or f"{bucket}/root"
   pipeline = pipeline_lib.create_pipeline(
@@ -187,7 +214,8 @@ def _compile(args) -> int:
           configs.dataflow_args(args.project, args.region, bucket,
                                 args.image), args.beam_args),
       vertex={"project": args.project, "region": args.region,
-              "image": args.image, "tpu": args.tpu})
+              "image": args.image, "tpu": args.tpu, "workers": args.workers,
+              "tpu_topology": args.tpu_topology})
   out = runners.compile_vertex(pipeline, args.image, args.out)
   print(f"wrote {out}")
   if args.submit:

@@ -8,6 +8,7 @@ from schemas import npz_format
 from schemas.errors import fail
 from serving import model_repository
 from serving import options as serving_options
+from tpurank.commands import common
 
 
 def add_parser(sub):
@@ -36,6 +37,7 @@ def add_parser(sub):
                  help="examples per model call, for models without the "
                  f"plain-tensor signature (default: {options.RANK_BATCH})")
   p.add_argument("--top", type=int, default=5)
+  common.add_guard_flags(p)
   p.add_argument("--collection", default=None,
                  help="collection name for the graph id (default: from path)")
 
@@ -45,6 +47,8 @@ def run(args) -> int:
   # pylint: disable=g-import-not-at-top
   from conversion import prune  # TensorFlow ops.
   from serving import saved_model_scorer
+  from trainer import default_guard
+  from trainer import export
   if (args.model is None) == (args.server is None):
     raise fail("tpurank rank", "--model/--server", "exactly one of them",
                "both" if args.model else "neither")
@@ -62,15 +66,33 @@ def run(args) -> int:
     sub = prune.prune(graph, options.DEFAULT_HOPS)
     scores = saved_model_scorer.score_graph_arrays(
         scorer.rank, sub, args.k or client.configs_per_request(sub))
+    # A server does not say the model's calibrated margin: the guard keeps
+    # the default first (never ranks it below an unproven config).
+    metadata = {default_guard.METADATA_KEY: {"margin": None}}
   else:
     model_dir = model_repository.resolve_model_dir(args.model)
     scores = saved_model_scorer.SavedModelScorer(
         model_dir, args.k, args.batch).score_graph(graph, gid)
-  order = np.argsort(scores, kind="stable")
+    metadata = export.metadata_or_empty(model_dir)
+  default = common.guard_config(args)
+  guarded = (graph.kind == "tile" and default is not None and
+             default_guard.has_guard(metadata))
+  if guarded and not 0 <= default < graph.num_configs:
+    raise fail(args.graph, "--default-config", f"an index below "
+               f"{graph.num_configs} (its configs)", str(default))
+  order = (default_guard.guarded_order(
+      scores, default_guard.margin_of(metadata), default) if guarded
+           else np.argsort(scores, kind="stable"))
   runtime = graph.config_runtime.astype(np.float64)
   if graph.kind == "tile":
     runtime = runtime / np.maximum(graph.config_runtime_normalizers, 1)
   print(f"{args.graph}: {graph.num_configs} configs, model {model_dir}")
+  if guarded:
+    margin = default_guard.margin_of(metadata)
+    print(f"compiler default: config {default}, kept ahead of configs the "
+          "model is not confident beat it (" + (
+              "margin never earned: default first" if margin is None else
+              f"calibrated margin {margin:.4g}") + ")")
   has = graph.has_runtimes
   true_rank = np.argsort(np.argsort(runtime, kind="stable"), kind="stable")
   header = f"{'rank':>4} {'config':>7} {'score':>10}"

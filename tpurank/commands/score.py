@@ -5,6 +5,7 @@ import json
 from conversion import options
 from schemas import npz_format
 from tpurank import console
+from tpurank.commands import common
 
 ACCEPTS_BEAM_ARGS = True
 
@@ -32,6 +33,7 @@ def add_parser(sub):
   p.add_argument("--out", required=True, help="submission CSV to write")
   p.add_argument("--k", type=int, default=options.EVAL_K,
                  help="configs per example")
+  common.add_guard_flags(p)
   p.add_argument("--allow-dead-letters", action="store_true",
                  help="exit 0 even if some graphs could not be scored")
 
@@ -47,7 +49,8 @@ def run(args) -> int:
         f"from {args.data} (Beam RunInference)", flush=True)
   summary = score_job.run(models, args.data, args.out, args.collection,
                           args.split, args.beam_args,
-                          batch_score.ScoreOptions(k=args.k))
+                          batch_score.ScoreOptions(
+                              k=args.k, default_config=common.guard_config(args)))
   print(f"{summary['rows']} rows -> {args.out}; {summary['dead_letters']} "
         f"dead letters of {summary['graphs']} graphs")
   for c, m in summary["metrics"].items():

@@ -76,6 +76,12 @@ def add_parser(sub):
                  help="TPU name/address for TPUClusterResolver")
   p.add_argument("--mirrored", action="store_true",
                  help="MirroredStrategy over all local devices")
+  p.add_argument("--multi-worker", action="store_true",
+                 help="MultiWorkerMirroredStrategy: run this same command on "
+                 "every worker, each with the standard TF_CONFIG naming the "
+                 "cluster and its own task; --out must be one directory all "
+                 "workers see (the chief writes the export, every worker "
+                 "resumes from the chief's backup)")
   p.add_argument("--no-export", action="store_true",
                  help="skip the SavedModel export (sweeps, benchmarks): "
                  "summary.json still has the validation metrics")
@@ -85,11 +91,25 @@ def run(args) -> int:
   # Loaded when the command runs, not at start-up: keeps the CLI fast.
   # pylint: disable=g-import-not-at-top
   from conversion import records
+  from trainer import distribute
   from trainer import train as train_lib
   if args.lr_patience and args.lr_decay != "constant":
     raise fail("<command line>", "--lr-patience",
                "--lr-decay constant with it (the cosine decay sets the rate)",
                f"--lr-decay {args.lr_decay}")
+  if args.multi_worker and (args.tpu or args.mirrored):
+    raise fail("<command line>", "--multi-worker",
+               "no --tpu or --mirrored with it", "--tpu" if args.tpu else
+               "--mirrored")
+  strategy = sync = None
+  if args.multi_worker:
+    # Before conversion: the strategy must exist before TensorFlow runs an
+    # op. The chief converts first; the others then find its records (one
+    # shared --out) or convert their own (the same, from the same seed).
+    strategy = distribute.pick_strategy(multi_worker=True)
+    sync = distribute.ChiefValues(strategy)
+    if not distribute.is_chief(strategy):
+      sync.barrier()
   kind = npz_format.collection_kind(args.collection)
   max_examples = options.max_examples(kind, args.max_examples)
   base = os.path.join(args.out, "export")
@@ -107,6 +127,8 @@ def run(args) -> int:
       for line in counts["skipped"]:
         print(f"skipped: {line}")
     files[split] = [path]
+  if sync is not None and distribute.is_chief(strategy):
+    sync.barrier()
   cfg = hparams.TrainConfig(
       collection=args.collection, train_files=files["train"],
       valid_files=files["valid"], out_dir=args.out,
@@ -121,9 +143,10 @@ def run(args) -> int:
       steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
       patience=args.patience, xla=args.xla,
       seed=args.seed if args.train_seed is None else args.train_seed,
-      tpu=args.tpu, mirrored=args.mirrored, export=not args.no_export,
+      tpu=args.tpu, mirrored=args.mirrored, multi_worker=args.multi_worker,
+      export=not args.no_export,
       export_path=os.path.join(base, str(model_repository.next_version(base))),
       hops=args.hops)
-  summary = train_lib.train(cfg)
+  summary = train_lib.train(cfg, strategy)
   print(json.dumps(summary, indent=2, default=float))
   return 0
