@@ -71,12 +71,12 @@ test-fast: setup
 clean:
 	rm -rf $(DEMO_DIR) .pytest_cache
 
-# Every benchmark (about 55 minutes on 2 cores, measured): BENCHMARKS.md + plots under
+# Every benchmark (about 77 minutes on 2 cores, measured): BENCHMARKS.md + plots under
 # benchmarks/results/suite/. Simulated data throughout.
 bench: setup
 	$(PY) -m benchmarks.suite
 
-# A reduced suite (about 9 minutes, measured) into bench_out/quick/.
+# A reduced suite (about 9 minutes measured before the dask, realism, real and multi_worker parts; longer now, not re-measured) into bench_out/quick/.
 bench-quick: setup
 	$(PY) -m benchmarks.suite --quick
 

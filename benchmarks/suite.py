@@ -3,10 +3,10 @@
 Usage:
   python -m benchmarks.suite [--quick] [--out DIR] [--summary FILE]
 
-`make bench` runs the full suite (about 55 minutes on 2 cores, measured) and writes
+`make bench` runs the full suite (about 77 minutes on 2 cores, measured) and writes
 BENCHMARKS.md at the top of the repository, the per-benchmark reports and
 PNG plots under benchmarks/results/suite/; `make bench-quick` runs a reduced
-suite (about 9 minutes, measured) into bench_out/quick/. Each benchmark runs as its
+suite (about 9 minutes measured before the dask, realism, real and multi_worker parts; longer now, not re-measured) into bench_out/quick/. Each benchmark runs as its
 own process, one after the other (they would distort each other's timings
 on 2 cores). All data is SIMULATED (`tpurank synth`): nothing here is a
 TpuGraphs result.
@@ -237,7 +237,7 @@ def write_summary(out: str, summary_path: str, runs: list, quick: bool):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--quick", action="store_true",
-                      help="the reduced suite (about 9 minutes, measured)")
+                      help="the reduced suite (about 9 minutes measured before the dask, realism, real and multi_worker parts; longer now, not re-measured)")
   parser.add_argument("--out", default=None,
                       help="reports and plots (default benchmarks/results/suite, "
                       "quick: bench_out/quick)")
