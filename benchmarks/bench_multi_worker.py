@@ -18,25 +18,15 @@ multi_worker.md + .json) gives the command.
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
 from benchmarks import report
+from trainer import distribute
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _free_ports(n: int) -> list[int]:
-  socks = [socket.socket() for _ in range(n)]
-  for s in socks:
-    s.bind(("localhost", 0))
-  ports = [s.getsockname()[1] for s in socks]
-  for s in socks:
-    s.close()
-  return ports
 
 
 def train_examples_per_second(data: str, collection: str, out: str,
@@ -52,10 +42,7 @@ def train_examples_per_second(data: str, collection: str, out: str,
     configs = [None]
   else:
     cmd.append("--multi-worker")
-    hosts = [f"localhost:{p}" for p in _free_ports(workers)]
-    configs = [json.dumps({"cluster": {"worker": hosts},
-                           "task": {"type": "worker", "index": i}})
-               for i in range(workers)]
+    configs = distribute.localhost_tf_configs(workers)
   start = time.time()
   procs = []
   for i, config in enumerate(configs):

@@ -11,6 +11,7 @@ collective for ever: `ChiefValues` hands every worker the chief's numbers,
 
 import json
 import os
+import socket
 from typing import Mapping, Optional, Sequence
 
 import tensorflow as tf
@@ -195,3 +196,24 @@ class ChiefValues:
   def barrier(self):
     """Returns once every worker has reached it."""
     self([0.0])
+
+
+def localhost_tf_configs(n: int, vertex: bool = False) -> list[str]:
+  """TF_CONFIG of each of `n` workers on free localhost ports (tests and
+  benchmarks start them as processes): plain ("worker" tasks), or as Vertex
+  AI sets it (a "chief" pool of 1, a "worker" pool of n-1)."""
+  socks = [socket.socket() for _ in range(n)]
+  for s in socks:
+    s.bind(("localhost", 0))
+  hosts = [f"localhost:{s.getsockname()[1]}" for s in socks]
+  for s in socks:
+    s.close()
+  if not vertex:
+    cluster = {"worker": hosts}
+    tasks = [{"type": "worker", "index": i} for i in range(n)]
+  else:
+    cluster = {"chief": hosts[:1], "worker": hosts[1:]}
+    tasks = [{"type": "chief", "index": 0}] + [
+        {"type": "worker", "index": i} for i in range(n - 1)]
+  return [json.dumps({"cluster": cluster, "task": t, "environment": "cloud"})
+          for t in tasks]

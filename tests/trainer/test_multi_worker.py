@@ -6,7 +6,6 @@ import csv
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -25,31 +24,6 @@ from trainer import run_fn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-
-
-def _free_ports(n):
-  socks = [socket.socket() for _ in range(n)]
-  for s in socks:
-    s.bind(("localhost", 0))
-  ports = [s.getsockname()[1] for s in socks]
-  for s in socks:
-    s.close()
-  return ports
-
-
-def _tf_configs(n=2, vertex=False):
-  """TF_CONFIG of each of n workers: plain ("worker" tasks) or as Vertex AI
-  sets it (a "chief" pool of 1, a "worker" pool of n-1)."""
-  hosts = [f"localhost:{p}" for p in _free_ports(n)]
-  if not vertex:
-    cluster = {"worker": hosts}
-    tasks = [{"type": "worker", "index": i} for i in range(n)]
-  else:
-    cluster = {"chief": hosts[:1], "worker": hosts[1:]}
-    tasks = [{"type": "chief", "index": 0}] + [
-        {"type": "worker", "index": i} for i in range(n - 1)]
-  return [json.dumps({"cluster": cluster, "task": t, "environment": "cloud"})
-          for t in tasks]
 
 
 def _env(tf_config=None):
@@ -119,9 +93,9 @@ def test_run_fn_picks_multi_worker_under_vertex_tf_config(tmp_path,
   monkeypatch.delenv("TF_CONFIG", raising=False)
   assert not run_fn.config_from_fn_args(fn_args).multi_worker
   # Vertex AI: one replica still gets a TF_CONFIG (a lone chief).
-  monkeypatch.setenv("TF_CONFIG", _tf_configs(1, vertex=True)[0])
+  monkeypatch.setenv("TF_CONFIG", distribute.localhost_tf_configs(1, vertex=True)[0])
   assert not run_fn.config_from_fn_args(fn_args).multi_worker
-  for config in _tf_configs(3, vertex=True):
+  for config in distribute.localhost_tf_configs(3, vertex=True):
     monkeypatch.setenv("TF_CONFIG", config)
     assert distribute.training_workers() == 3
     assert run_fn.config_from_fn_args(fn_args).multi_worker
@@ -212,7 +186,7 @@ def test_two_workers_take_the_same_step_as_one_on_the_global_batch(
   _finish([_start(cmd + ["single", path, one, init], None, log)], [log])
   logs = [str(tmp_path / f"w{i}.log") for i in range(2)]
   _finish([_start(cmd + ["workers", path, two, init], c, log)
-           for c, log in zip(_tf_configs(2), logs)], logs)
+           for c, log in zip(distribute.localhost_tf_configs(2), logs)], logs)
   with np.load(init) as w0, np.load(one) as a, np.load(two) as b:
     start = [w0[f"arr_{i}"] for i in range(len(w0.files))]
     single = [a[f"arr_{i}"] for i in range(len(a.files))]
@@ -256,7 +230,7 @@ def test_run_fn_on_a_vertex_cluster_exports_once(tmp_path):
   cmd = [sys.executable, "-c", _RUN_FN_SCRIPT, train, valid, str(tmp_path)]
   logs = [str(tmp_path / f"w{i}.log") for i in range(2)]
   _finish([_start(cmd, c, log) for c, log in zip(
-      _tf_configs(2, vertex=True), logs)], logs)
+      distribute.localhost_tf_configs(2, vertex=True), logs)], logs)
   for log in logs:
     line = next(x for x in open(log) if x.startswith("SUMMARY"))
     summary = json.loads(line.split(" ", 1)[1])
@@ -291,7 +265,7 @@ def test_cli_resumes_from_the_chief_backup_after_a_worker_is_killed(
          "tile:xla", "--data", data, "--out", out, "--hidden", "16",
          "--layers", "1", "--k", "6", "--epochs", str(epochs),
          "--steps-per-epoch", "2", "--patience", "50", "--multi-worker"]
-  configs = _tf_configs(2)
+  configs = distribute.localhost_tf_configs(2)
   logs = [str(tmp_path / f"first{i}.log") for i in range(2)]
   procs = [_start(cmd, c, log) for c, log in zip(configs, logs)]
   deadline = time.time() + 300
@@ -312,7 +286,7 @@ def test_cli_resumes_from_the_chief_backup_after_a_worker_is_killed(
   assert not os.path.exists(os.path.join(out, "export"))
   # Both restart (new ports: the old may still linger).
   logs = [str(tmp_path / f"second{i}.log") for i in range(2)]
-  _finish([_start(cmd, c, log) for c, log in zip(_tf_configs(2), logs)],
+  _finish([_start(cmd, c, log) for c, log in zip(distribute.localhost_tf_configs(2), logs)],
           logs)
   after = _epochs(out)
   # Continued after the last backed-up epoch, not from 0 (the backup may be
