@@ -303,18 +303,25 @@ def ConvertSplits(pipeline, files: dict, collection: str,  # pylint: disable=inv
           | "Finalize" >> beam.ParDo(_Finalize(outputs, files)))
 
 
-def read_summary(path: str) -> Optional[dict]:
-  """The counts file a conversion wrote (None if there is none)."""
+def read_text(path: str) -> Optional[str]:
+  """A whole text file on any Beam filesystem (None if there is none)."""
   if not FileSystems.exists(path):
     return None
   with FileSystems.open(path) as f:
-    return json.loads(f.read().decode())
+    return f.read().decode()
 
 
-def _read_jsonl(path: str) -> list[dict]:
-  with FileSystems.open(path) as f:
-    return [json.loads(line) for line in f.read().decode().splitlines()
-            if line.strip()]
+def read_jsonl(path: str) -> list[dict]:
+  """The records of a JSON-lines file ([] if there is none)."""
+  text = read_text(path)
+  return [json.loads(line) for line in (text or "").splitlines()
+          if line.strip()]
+
+
+def read_summary(path: str) -> Optional[dict]:
+  """The counts file a conversion wrote (None if there is none)."""
+  text = read_text(path)
+  return None if text is None else json.loads(text)
 
 
 def reconcile(files: dict, summary: Optional[dict],
@@ -365,7 +372,8 @@ def reconcile(files: dict, summary: Optional[dict],
                    f"{len(found)} files {pattern}")
     path = s.get("dead_letters_file")
     if path:
-      written = len(_read_jsonl(path)) if FileSystems.exists(path) else None
+      written = (len(read_jsonl(path)) if FileSystems.exists(path)
+                 else None)
       if written != c["dead_letters"]:
         bad.append(f"{split}: {c['dead_letters']} dead letters counted, "
                    f"{written} in {path}")

@@ -136,18 +136,10 @@ def run_pipeline(pipeline: beam.Pipeline) -> None:
       client.close()
 
 
-def read_jsonl(path: str) -> list[dict]:
-  """The records of a JSON-lines file ([] if it does not exist)."""
-  if not os.path.exists(path):
-    return []
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
-
-
 def read_dead_letters(out_dir: str) -> list[dict]:
   """All dead-letter records a conversion wrote."""
   return [r for path in sorted(glob.glob(os.path.join(
-      out_dir, "dead_letters", "*.jsonl"))) for r in read_jsonl(path)]
+      out_dir, "dead_letters", "*.jsonl"))) for r in convert.read_jsonl(path)]
 
 
 def run(data_dir: str, collection: str, out_dir: str,

@@ -25,6 +25,7 @@ from typing import Optional, Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from conversion import convert
 from conversion import convert_job
 from conversion import graph_files
 from conversion import progress
@@ -101,13 +102,6 @@ def _write_lines(path: str, lines) -> None:
     f.write("".join(line + "\n" for line in lines).encode())
 
 
-def _read(path: str) -> Optional[str]:
-  if not FileSystems.exists(path):
-    return None
-  with FileSystems.open(path) as f:
-    return f.read().decode()
-
-
 def run(model_dirs: Sequence[str], data_dir: str, out_csv: str,
         collection: Optional[str] = None, split: str = "test",
         beam_args: Sequence[str] = (),
@@ -176,17 +170,17 @@ def reconcile(found: dict, counted: Optional[dict], rows: Optional[int],
 
 
 def _summarize(found, models, base) -> dict:
-  counts_text = _read(base + COUNTS_SUFFIX)
+  counts_text = convert.read_text(base + COUNTS_SUFFIX)
   counted = json.loads(counts_text) if counts_text is not None else None
   counts = (counted["counts"] if counted
             else dict.fromkeys(batch_score.COUNTERS, 0))
-  dead = convert_job.read_jsonl(base + ".dead_letters.jsonl")
+  dead = convert.read_jsonl(base + ".dead_letters.jsonl")
   graphs = counts["graphs_in"]
-  csv_text = _read(base)
+  csv_text = convert.read_text(base)
   rows = len(csv_text.splitlines()) - 1 if csv_text is not None else None
   mismatches = reconcile(found, counted, rows, len(dead))
   rows = rows or 0
-  per_graph = convert_job.read_jsonl(base + ".metrics.jsonl")
+  per_graph = convert.read_jsonl(base + ".metrics.jsonl")
   means = {}
   for c in found:
     mine = [m for m in per_graph if m["id"].startswith(c + ":")]

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 from tfx.types import standard_artifacts
 
+from conversion import convert
 from conversion import convert_job
 from conversion.options import ConvertOptions
 from pipeline import example_gen
@@ -104,7 +105,7 @@ def test_convert_on_dask_equals_direct_and_counts_reconcile(
     assert c["graphs_in"] == c["graphs_converted"] + c["dead_letters"]
     assert c["examples"] == len(records) == sum(
         e["examples"] for e in s["files"].values())
-    dead = convert_job.read_jsonl(s["dead_letters_file"])
+    dead = convert.read_jsonl(s["dead_letters_file"])
     assert len(dead) == c["dead_letters"]
     assert sorted(d["file"] for d in dead) == sorted(
         d["file"] for e in s["files"].values() for d in e["dead"])
@@ -148,7 +149,7 @@ def test_score_on_dask_equals_direct_and_counts_reconcile(
   found = score_job.find_collections(data, "test")
   with open(out) as f:
     rows = list(csv.reader(f))[1:]
-  dead = convert_job.read_jsonl(out + ".dead_letters.jsonl")
+  dead = convert.read_jsonl(out + ".dead_letters.jsonl")
   counted = json.load(open(out + score_job.COUNTS_SUFFIX))
   c = counted["counts"]
   # Every input file accounted for: the broken one and the tile graphs
@@ -191,10 +192,10 @@ def test_example_gen_on_dask_equals_direct(collection_dir, dask_address,  # pyli
     c = counted["splits"][split]["counts"]
     assert c["examples"] == len(records)
     assert c["graphs_in"] == c["graphs_converted"] + c["dead_letters"]
-    assert c["dead_letters"] == len(convert_job.read_jsonl(
+    assert c["dead_letters"] == len(convert.read_jsonl(
         str(tmp_path / "dask_dead" / f"{split}.jsonl")))
   dead = collections.Counter(
-      os.path.basename(d["file"]) for d in convert_job.read_jsonl(
+      os.path.basename(d["file"]) for d in convert.read_jsonl(
           str(tmp_path / "dask_dead" / "train.jsonl")))
   assert sorted(dead) == BAD
   assert not os.path.exists(os.path.join(got.uri, ".shards"))
