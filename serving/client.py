@@ -44,6 +44,21 @@ def _with_retries(call, retries: int):
       time.sleep(0.5 * 2**attempt)
 
 
+def packed_or_plain(client, send, arrays: dict) -> dict:
+  """send(inputs) as `rank_packed` where the arrays pack
+  (`protocol.pack_configs`); a model without that signature (exported
+  before it) gets `rank`, and the client remembers."""
+  packed = protocol.pack_configs(arrays) if client.packed else None
+  if packed is not None:
+    try:
+      return send(packed)
+    except ServerError as e:
+      if protocol.RANK_PACKED_SIGNATURE not in str(e):
+        raise
+      client.packed = False
+  return send(arrays)
+
+
 class RestClient:
   """Predicts through TF Serving's REST API.
 
@@ -63,6 +78,7 @@ class RestClient:
     if version is not None:
       path += f"/versions/{int(version)}"
     self._path, self._timeout, self._retries = path, timeout, retries
+    self.packed = True  # Until the model turns out to lack `rank_packed`.
 
   def _call(self, path: str, body: Optional[dict] = None) -> dict:
     data = None if body is None else protocol.to_json(body)
@@ -95,10 +111,14 @@ class RestClient:
         lambda: self._call(self._path + ":predict", body), self._retries))
 
   def rank(self, **arrays) -> dict:
-    """{"scores": [configs]} of one graph's npz arrays (`rank` signature)."""
-    body = protocol.rest_rank_request(arrays)
-    return {"scores": protocol.parse_rest_rank_response(_with_retries(
-        lambda: self._call(self._path + ":predict", body), self._retries))}
+    """{"scores": [configs]} of one graph's npz arrays (`rank_packed` or
+    `rank` signature, see `packed_or_plain`)."""
+
+    def send(inputs):
+      body = protocol.rest_rank_request(inputs)
+      return {"scores": protocol.parse_rest_rank_response(_with_retries(
+          lambda: self._call(self._path + ":predict", body), self._retries))}
+    return packed_or_plain(self, send, arrays)
 
 
 class GrpcClient:
@@ -117,6 +137,7 @@ class GrpcClient:
                retries: int = RETRIES):
     self._target, self._model, self._version = target, model, version
     self._timeout, self._retries = timeout, retries
+    self.packed = True  # Until the model turns out to lack `rank_packed`.
     self._channel = grpc.insecure_channel(target, options=[
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
@@ -130,10 +151,15 @@ class GrpcClient:
         _with_retries(lambda: self._predict(request), self._retries))
 
   def rank(self, **arrays) -> dict:
-    """{"scores": [configs]} of one graph's npz arrays (`rank` signature)."""
-    request = protocol.grpc_rank_request(arrays, self._model, self._version)
-    return {"scores": protocol.parse_grpc_rank_response(
-        _with_retries(lambda: self._predict(request), self._retries))}
+    """{"scores": [configs]} of one graph's npz arrays (`rank_packed` or
+    `rank` signature, see `packed_or_plain`)."""
+
+    def send(inputs):
+      request = protocol.grpc_rank_request(inputs, self._model,
+                                           self._version)
+      return {"scores": protocol.parse_grpc_rank_response(
+          _with_retries(lambda: self._predict(request), self._retries))}
+    return packed_or_plain(self, send, arrays)
 
   def _predict(self, request):
     try:
@@ -155,8 +181,9 @@ class GrpcClient:
 def configs_per_request(graph) -> int:
   """Configs per `rank` request of a (pruned) graph: what the call budget
   allows (the late join's), and at most a quarter of the server's request
-  size limit as JSON (~6 bytes a value)."""
-  per_config = 6 * 18 * max(len(graph.node_config_ids), 1) if (
+  size limit as JSON (layout: `rank_packed`'s base64, 4/3 bytes a value;
+  tile: ~6 bytes a value)."""
+  per_config = 2 * 18 * max(len(graph.node_config_ids), 1) if (
       graph.kind == "layout") else 6 * 24
   join = hparams.JOINS[0]  # The default model's; the signature chunks.
   most = min(conversion_options.RANK_K[join],

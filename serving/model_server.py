@@ -76,6 +76,7 @@ class Loaded:
   predict: Callable
   join: str = hparams.JOINS[0]  # The layout model's join: example costs.
   rank: Optional[Callable] = None  # The plain-tensor signature, if any.
+  rank_packed: Optional[Callable] = None  # Its packed variant, if any.
   kind: Optional[str] = None  # "tile" or "layout", from its metadata.
   # Its SignatureDefMap (`protocol.signature_defs`), for metadata requests.
   signature_defs: Optional[object] = None
@@ -118,8 +119,9 @@ class ModelManager:
         metadata = export.metadata_or_empty(path)
         self._models[name] = Loaded(
             name, newest, fn, export.model_join(metadata),
-            signatures.get(protocol.RANK_SIGNATURE), metadata.get("kind"),
-            defs)
+            signatures.get(protocol.RANK_SIGNATURE),
+            signatures.get(protocol.RANK_PACKED_SIGNATURE),
+            metadata.get("kind"), defs)
       _log.info("serving %s version %d", name, newest)
 
   def start(self) -> None:
@@ -202,12 +204,16 @@ class Predictor:
     Busy or protocol.RequestError (wrong kind, missing or non-finite
     arrays)."""
     loaded = self.manager.get(name, version)
-    if loaded.rank is None:
+    signature = protocol.rank_signature_for(arrays)
+    fn = (loaded.rank_packed if signature == protocol.RANK_PACKED_SIGNATURE
+          else loaded.rank)
+    if fn is None:
       raise protocol.RequestError(
           f"signature_name: model {name} version {loaded.version} has no "
-          f"{protocol.RANK_SIGNATURE!r} signature (exported before it "
-          "existed): send examples to serving_default")
-    wanted = set(loaded.rank.structured_input_signature[1])
+          f"{signature!r} signature (exported before it existed, or a tile "
+          f"model): send {protocol.RANK_SIGNATURE!r} or examples to "
+          "serving_default")
+    wanted = set(fn.structured_input_signature[1])
     if set(arrays) != wanted:
       raise protocol.RequestError(
           f"inputs: this {loaded.kind or ''} model's rank signature takes "
@@ -216,7 +222,7 @@ class Predictor:
     self._acquire()
     try:
       self.calls += 1
-      out = loaded.rank(**{k: tf.constant(v) for k, v in arrays.items()})
+      out = fn(**{k: tf.constant(v) for k, v in arrays.items()})
       return loaded, out["scores"].numpy()
     except (tf.errors.InvalidArgumentError, ValueError) as e:
       raise protocol.RequestError(
@@ -377,7 +383,7 @@ class _RestHandler(http.server.BaseHTTPRequestHandler):
     try:
       body = protocol.from_json(raw)
       if (isinstance(body, dict) and
-          protocol.signature_of(body) == protocol.RANK_SIGNATURE):
+          protocol.signature_of(body) in protocol.RANK_SIGNATURES):
         _, scores = self.predictor.rank(
             name, version, protocol.parse_rest_rank_request(body))
         self._send(200, protocol.rest_rank_response(scores))
@@ -408,12 +414,13 @@ class _PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     version = (request.model_spec.version.value
                if request.model_spec.HasField("version") else None)
     try:
-      if protocol.signature_of(request) == protocol.RANK_SIGNATURE:
+      signature = protocol.signature_of(request)
+      if signature in protocol.RANK_SIGNATURES:
         loaded, scores = self._predictor.rank(
             request.model_spec.name, version,
             protocol.parse_grpc_rank_request(request))
         return protocol.grpc_rank_response(scores, loaded.name,
-                                           loaded.version)
+                                           loaded.version, signature)
       loaded, scores, index = self._predictor(
           request.model_spec.name, version,
           protocol.parse_grpc_request(request))

@@ -37,6 +37,10 @@ SIGNATURE = "serving_default"
 INPUT = "examples"
 OUTPUTS = ("scores", "config_index")
 RANK_SIGNATURE = "rank"  # As `trainer.export.RANK_SIGNATURE`.
+# `rank` with node_config_feat as int8 bytes (`trainer.export`).
+RANK_PACKED_SIGNATURE = "rank_packed"
+PACKED_CONFIG_INPUT = "node_config_bytes"
+RANK_SIGNATURES = (RANK_SIGNATURE, RANK_PACKED_SIGNATURE)
 # The `rank` inputs and their dtypes (`schemas.graph_tensor.ARRAY_SPECS`).
 RANK_DTYPES = {"node_feat": np.float32, "node_opcode": np.int64,
                "edge_index": np.int64, "node_config_ids": np.int64,
@@ -207,20 +211,59 @@ def _rank_array(name: str, value) -> np.ndarray:
                        f"{np.dtype(RANK_DTYPES[name]).name}): {e}") from e
 
 
+def pack_configs(arrays: dict) -> Optional[dict]:
+  """The `rank_packed` inputs of a layout graph's `rank` arrays:
+  node_config_feat as int8 bytes (C order). None for a tile graph, or if a
+  value is not a small integer (then only `rank` can carry it)."""
+  feat = arrays.get("node_config_feat")
+  if feat is None:
+    return None
+  feat = np.asarray(feat)
+  packed = feat.astype(np.int8)
+  if not np.array_equal(packed, feat):
+    return None
+  out = {k: v for k, v in arrays.items() if k != "node_config_feat"}
+  out[PACKED_CONFIG_INPUT] = np.ascontiguousarray(packed).tobytes()
+  return out
+
+
+def rank_signature_for(arrays: dict) -> str:
+  """The signature that takes these inputs: `rank_packed` or `rank`."""
+  return (RANK_PACKED_SIGNATURE if PACKED_CONFIG_INPUT in arrays
+          else RANK_SIGNATURE)
+
+
+def _packed_bytes(value, where: str) -> bytes:
+  if isinstance(value, dict) and isinstance(value.get("b64"), str):
+    try:
+      return base64.b64decode(value["b64"], validate=True)
+    except ValueError as e:
+      raise RequestError(f"{where}: invalid base64: {e}") from e
+  raise RequestError(f"{where}: expected {{\"b64\": \"...\"}}: the config "
+                     "values as int8 bytes, base64-encoded")
+
+
 def rest_rank_request(arrays: dict) -> dict:
-  """The REST body (columnar) asking the `rank` signature of one graph."""
-  return {"signature_name": RANK_SIGNATURE,
-          "inputs": {k: np.ascontiguousarray(v, dtype=RANK_DTYPES.get(k))
-                     for k, v in arrays.items()}}
+  """The REST body (columnar) asking the `rank` signature of one graph, or
+  `rank_packed` for arrays from `pack_configs`."""
+  inputs = {}
+  for k, v in arrays.items():
+    inputs[k] = ({"b64": base64.b64encode(v).decode("ascii")}
+                 if k == PACKED_CONFIG_INPUT else
+                 np.ascontiguousarray(v, dtype=RANK_DTYPES.get(k)))
+  return {"signature_name": rank_signature_for(arrays), "inputs": inputs}
 
 
 def parse_rest_rank_request(body: dict) -> dict:
-  """The named arrays of a REST `rank` body."""
+  """The named arrays of a REST `rank` or `rank_packed` body."""
   inputs = body.get("inputs")
   if not isinstance(inputs, dict) or not inputs:
     raise RequestError("inputs: expected an object of named arrays (the "
                        "rank signature takes the columnar format)")
-  return {k: _rank_array(k, v) for k, v in inputs.items()}
+  packed = signature_of(body) == RANK_PACKED_SIGNATURE
+  return {k: (_packed_bytes(v, f"inputs[{k!r}]")
+              if packed and k == PACKED_CONFIG_INPUT else _rank_array(k, v))
+          for k, v in inputs.items()}
 
 
 def rest_rank_response(scores: np.ndarray) -> dict:
@@ -234,23 +277,32 @@ def parse_rest_rank_response(body: dict) -> np.ndarray:
 def grpc_rank_request(arrays: dict, model: str,
                       version: Optional[int] = None
                       ) -> predict_pb2.PredictRequest:
-  """The gRPC PredictRequest asking the `rank` signature of one graph."""
+  """The gRPC PredictRequest asking the `rank` signature of one graph, or
+  `rank_packed` for arrays from `pack_configs`."""
   request = predict_pb2.PredictRequest()
   request.model_spec.name = model
-  request.model_spec.signature_name = RANK_SIGNATURE
+  request.model_spec.signature_name = rank_signature_for(arrays)
   if version is not None:
     request.model_spec.version.value = int(version)
   for k, v in arrays.items():
     request.inputs[k].CopyFrom(tf.make_tensor_proto(
-        np.asarray(v, RANK_DTYPES[k])))
+        v if k == PACKED_CONFIG_INPUT else np.asarray(v, RANK_DTYPES[k])))
   return request
 
 
 def parse_grpc_rank_request(request: predict_pb2.PredictRequest) -> dict:
-  """The named arrays of a gRPC `rank` request."""
+  """The named arrays of a gRPC `rank` or `rank_packed` request."""
   arrays = {}
+  packed = signature_of(request) == RANK_PACKED_SIGNATURE
   for k, tensor in request.inputs.items():
     try:
+      if packed and k == PACKED_CONFIG_INPUT:
+        value = tf.make_ndarray(tensor)
+        if value.shape or not isinstance(value.item(), bytes):
+          raise RequestError(f"inputs[{k!r}]: expected a scalar string: the "
+                             "config values as int8 bytes")
+        arrays[k] = value.item()
+        continue
       arrays[k] = _rank_array(k, tf.make_ndarray(tensor))
     except (TypeError, ValueError) as e:
       if isinstance(e, RequestError):
@@ -261,9 +313,10 @@ def parse_grpc_rank_request(request: predict_pb2.PredictRequest) -> dict:
   return arrays
 
 
-def grpc_rank_response(scores: np.ndarray, model: str,
-                       version: int) -> predict_pb2.PredictResponse:
-  return _grpc_outputs(RANK_SIGNATURE, {"scores": scores}, model, version)
+def grpc_rank_response(scores: np.ndarray, model: str, version: int,
+                       signature: str = RANK_SIGNATURE
+                       ) -> predict_pb2.PredictResponse:
+  return _grpc_outputs(signature, {"scores": scores}, model, version)
 
 
 def parse_grpc_rank_response(response: predict_pb2.PredictResponse

@@ -3,7 +3,8 @@
 An early-join layout model copies the (pruned) graph once per config and
 holds ~5 KB of activations per op copy. A late-join model holds the graph
 once and, per config, rows for the ops the config can change
-(`config_rows`). Scoring paths group examples within a budget of op copies
+(`config_rows`); configs that agree share rows, but the budget counts
+none shared (a call of all-distinct configs must fit too). Scoring paths group examples within a budget of op copies
 (`serving.call_budget`) and the served "rank" signature splits a graph's
 configs into chunks within it (`export`). TF-free: the CLI shows the budget.
 """

@@ -1,37 +1,61 @@
 """Late-join layout input: the graph once, and per config only what it changes.
 
 A layout config sets the layouts of the configurable ops; XLA carries an
-op's output layout down the same-shape elementwise chain after it
-(`layout_features.effective_layouts`), and a copy runs where a reader wants
-another layout than its operand has. So the features of an op can depend on
-the config only if the op is
+op's output layout down the same-shape elementwise chain after it (each op
+runs in its layout head's layout, `layout_features.layout_heads`), and a
+copy runs where a reader wants another layout than its operand has. So the
+features of an op can depend on the config only if the op is
 
-* in `L`: a configurable op or within PROPAGATION_STEPS of one along such a
-  chain (its own layout changes), or
+* in `L`: its layout head is configurable (its own layout changes), or
 * a reader of an op in `L` (as first or second operand: a copy may appear).
 
-`R` is those ops; every other op has the same features under every config,
-and adds the same amount to every config's score. `expand_layout_late`
-returns the merged batch with:
+`R` is those ops; every other op has the same features under every config
+and adds the same amount to every config's score.
+
+The features of an op of `R` under a config depend on that config's values
+at three layout heads at most: its own (all 18 values if the op is
+configurable, else its head's output layout) and its two operands' heads
+(their output layouts). Configs that agree there give the op the same
+features, so each op gets one *row* per distinct combination among the
+call's configs, and each config links to its op's row. On simulated
+graphs a configurable op sees ~17 distinct layouts per 1,000 random
+configs, so rows are far fewer than (config, op) pairs: per pair the cost
+is a few integer index ops; the features and the model's readout run on
+rows only.
+
+`expand_layout_late` returns the merged batch with:
 
 * "op": the graph's ops once per example (in its first config's component),
   with their config-free features and `phys` under the compiler default,
   and the `feed`/`rev` edges: the message passing runs here once, shared by
   every config;
-* "config_op": one row per (config, op of R), with `phys`, `cost_scale` and
-  `cfg` exactly as the early join computes them for that op copy (see
-  `graph_ops.expand_layout`), linked to its op by a `reads` edge.
-
-The row features are computed on R and the operands R reads, with the
-layouts of ops outside L taken from the whole graph: per config the cost
-scales with R, not with the graph.
+* "config_op": the rows, each with `phys`, `cost_scale` and `cfg` exactly
+  as the early join computes them for that op under those configs (see
+  `graph_ops.expand_layout`), linked to its op by a `reads` edge and held
+  by the component of the first config that has it;
+* "config": one node per component (config), and `adds_to` edges from each
+  (config, op of R) pair's row to its config: a config's score sums its
+  rows along them.
 """
 
 import tensorflow as tf
 import tensorflow_gnn as tfgnn
 
+from schemas import features as F
 from trainer import batch_index
 from trainer import layout_features as lf
+
+# A config value is -1 (compiler's choice) or a dimension index: shifted by
+# one it is a digit of base _BASE, and a group of MAX_RANK values (one
+# layout) one integer below _ABSENT. _ABSENT stands for a config without a
+# row for the op (which the early join reads as "not configurable").
+_BASE = F.MAX_RANK + 1
+_ABSENT = _BASE ** F.MAX_RANK
+_CODES = _ABSENT + 1
+_GROUPS = (F.LAYOUT_OUTPUT, F.LAYOUT_INPUT, F.LAYOUT_KERNEL)
+assert _GROUPS == tuple(range(0, F.LAYOUT_CONFIG_FEATURES, F.MAX_RANK))
+# Row keys are exact int64 below this; above, rows are not deduplicated.
+_MAX_KEY = 2.0 ** 62
 
 
 def _num(sizes):
@@ -44,22 +68,66 @@ def _count(mask, group, groups):
 
 
 def changed_ops(configurable, heads, producers):
-  """Masks (L, R, S) over ops: layout may change; features may change; R
-  and the operands it reads (what computing R's features needs).
+  """Masks (L, R) over ops: layout may change; features may change.
 
   An op's layout changes with the config iff its layout head
   (`layout_features.layout_heads`) is configurable.
   """
-  n = tf.shape(configurable)[0]
   changes = tf.gather(configurable, heads)
   reads = changes
   for p in producers:
     reads |= (p >= 0) & tf.gather(changes, tf.maximum(p, 0))
-  needed = reads
-  for p in producers:
-    read = tf.cast(reads & (p >= 0), tf.int32)
-    needed |= tf.math.unsorted_segment_max(read, tf.maximum(p, 0), n) > 0
-  return changes, reads, needed
+  return changes, reads
+
+
+def check_config_values(nc_feat: tf.Tensor) -> tf.Tensor:
+  """Asserts that config values are -1 or a dimension index (the format's
+  rule; row keys rely on it): InvalidArgumentError naming the field."""
+  valid = tf.clip_by_value(tf.round(nc_feat), -1.0, F.MAX_RANK - 1.0)
+  return tf.debugging.assert_equal(
+      tf.reduce_all(tf.equal(valid, nc_feat)), True,
+      message=f"node_config_feat: expected -1 or a dimension index "
+      f"0..{F.MAX_RANK - 1}")
+
+
+def _layout_codes(nc_feat):
+  """[NC, 3] int64: each node config's output, input and kernel layouts,
+  one integer each (< _ABSENT). Elementwise float32 (no matmul: GPUs may
+  run those in TF32) is exact: every partial sum is an integer < 2**24."""
+  weights = tf.constant([float(_BASE ** j) for j in range(F.MAX_RANK)])
+  groups = tf.reshape(nc_feat + 1.0, [-1, len(_GROUPS), F.MAX_RANK])
+  return tf.cast(tf.reduce_sum(groups * weights, axis=2), tf.int64)
+
+
+def _layouts_of_codes(codes):
+  """[U, 6] float32 minor_to_major layouts of `_layout_codes` values
+  (_ABSENT: all -1)."""
+  powers = tf.constant([_BASE ** j for j in range(F.MAX_RANK)], tf.int64)
+  return tf.cast(codes[:, None] // powers % _BASE - 1, tf.float32)
+
+
+def _local_ids(column, codes, columns):
+  """Dense ids of codes within their column.
+
+  Args:
+    column: [T] int32 column of each entry (< columns).
+    codes: [T] int64 in [0, _CODES).
+    columns: Number of columns.
+
+  Returns:
+    [T] int64 rank of each entry's code among its column's distinct codes;
+    [columns] int64 the number of distinct codes of each column; and the
+    distinct codes, [D] int64, ordered by column then rank.
+  """
+  distinct, uid = tf.unique(tf.cast(column, tf.int64) * _CODES + codes)
+  owner = tf.cast(distinct // _CODES, tf.int32)
+  count = tf.math.unsorted_segment_sum(tf.ones_like(owner), owner, columns)
+  order = tf.argsort(owner, stable=True)
+  rank = tf.range(tf.size(owner)) - tf.gather(
+      batch_index.exclusive_cumsum(count), tf.gather(owner, order))
+  rank = tf.scatter_nd(order[:, None], rank, tf.shape(owner))
+  return (tf.cast(tf.gather(rank, uid), tf.int64), tf.cast(count, tf.int64),
+          tf.gather(distinct % _CODES, order))
 
 
 def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
@@ -83,6 +151,8 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   nc_op = tf.cast(graph.edge_sets["configures"].adjacency.target, tf.int32)
   nc_config = tf.cast(graph.edge_sets["part_of"].adjacency.target, tf.int32)
   nc_feat = graph.node_sets["node_config"]["feat"]
+  with tf.control_dependencies([check_config_values(nc_feat)]):
+    nc_feat = tf.identity(nc_feat)
   configurable = tf.math.unsorted_segment_max(
       tf.ones_like(nc_op), nc_op, total) > 0
   # The compiler default (every config value -1) on every op, once.
@@ -90,7 +160,7 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   default = tf.concat([-tf.ones([total, lf.CFG_WIDTH - 1]), flag], axis=1)
   heads = lf.layout_heads(lf.inheriting(dims, opcode, default, producers),
                           producers)
-  changes, reads, needed = changed_ops(configurable, heads, producers)
+  changes, reads = changed_ops(configurable, heads, producers)
   unit = lf.size_units(dims, n)
   static_layout = lf.effective_layouts(dims, current, opcode, default,
                                        producers, heads=heads)
@@ -99,70 +169,146 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
       lf.propagated_layout_features(dims, current, opcode, default,
                                     producers)], axis=1)
 
-  # Rows: for each config, the needed ops of its example.
+  # The config table: one slot per (config, configurable op of its
+  # example), holding the node config row (-1: the config has none). A
+  # configurable op's column is its index among all configurable ops.
   comp_example, slot = batch_index.slots(k)  # [C]
   num_configs = tf.size(comp_example)
-  needed_ops = tf.cast(tf.where(needed)[:, 0], tf.int32)  # Sorted.
-  s = _count(needed, op_example, num_examples)  # [E]
-  s_off = batch_index.exclusive_cumsum(s)
-  # Position of a needed op among its example's needed ops.
-  local = tf.cumsum(tf.cast(needed, tf.int32)) - 1 - tf.gather(s_off,
-                                                              op_example)
-  row_sizes = tf.gather(s, comp_example)
-  row_off = batch_index.exclusive_cumsum(row_sizes)
-  row_config = batch_index.segment_ids(row_sizes)
-  row_op = tf.gather(needed_ops, batch_index.ragged_ranges(
-      tf.gather(s_off, comp_example), row_sizes))
-  total_rows = tf.size(row_op)
+  column = tf.cumsum(tf.cast(configurable, tf.int32)) - 1  # [N]
+  columns = _num(tf.cast(configurable, tf.int32))
+  per_example = _count(configurable, op_example, num_examples)
+  first_column = batch_index.exclusive_cumsum(per_example)
+  table_sizes = tf.gather(per_example, comp_example)
+  table_base = batch_index.exclusive_cumsum(table_sizes)
+  # Slot of (config c, column j) = shift[c] + j.
+  shift = table_base - tf.gather(first_column, comp_example)
+  table_size = _num(table_sizes)
+  nc_slot = tf.gather(shift, nc_config) + tf.gather(column, nc_op)
+  table = tf.math.unsorted_segment_max(
+      tf.range(1, tf.size(nc_op) + 1), nc_slot, table_size)
+  table = tf.maximum(table, 0) - 1
+  table_column = tf.range(table_size) - tf.gather(
+      shift, batch_index.segment_ids(table_sizes))
 
-  def row_of(ops, configs):
-    return tf.gather(row_off, configs) + tf.gather(local, ops)
+  # Digits of the row keys, per slot: the output layout's id (for heads)
+  # and the whole config's (for configurable ops), dense per column.
+  codes = tf.where(table[:, None] >= 0,
+                   tf.gather(_layout_codes(nc_feat), tf.maximum(table, 0)),
+                   tf.cast(_ABSENT, tf.int64))
+  ids, counts, distinct = _local_ids(
+      tf.reshape(table_column[:, None] * 3 + tf.range(3)[None, :], [-1]),
+      tf.reshape(codes, [-1]), columns * 3)
+  ids = tf.reshape(ids, [-1, 3])
+  # Each distinct (configurable op, layout group, layout)'s physical
+  # features (`layout_features.chosen_layout_features`), computed once:
+  # rows gather them.
+  entry_base = batch_index.exclusive_cumsum(tf.cast(counts, tf.int32))
+  owner = batch_index.segment_ids(counts)
+  owner_op = tf.gather(tf.cast(tf.where(configurable)[:, 0], tf.int32),
+                       owner // 3)
+  tensor = tf.stack([owner_op] + [tf.gather(p, owner_op) for p in producers],
+                    axis=1)
+  tensor = tf.gather(tensor, owner % 3, batch_dims=1)  # -1: no operand.
+  entry_phys = lf.layout_phys(
+      tf.gather(dims, tf.maximum(tensor, 0)),
+      tf.gather(current, tf.maximum(tensor, 0)),
+      _layouts_of_codes(distinct)) * tf.cast(tensor >= 0, tf.float32)[:, None]
+  counts = tf.reshape(counts, [-1, 3])
+  out_count = counts[:, 0]
+  whole_count = counts[:, 0] * counts[:, 1] * counts[:, 2]
+  column_of_slot = lambda x: tf.gather(x, table_column)
+  whole = ids[:, 0] + column_of_slot(out_count) * (
+      ids[:, 1] + column_of_slot(counts[:, 1]) * ids[:, 2])
+  # Index 2 * slot (+1 for the whole config); the last entry: no digit.
+  digits = tf.concat([tf.reshape(tf.stack([ids[:, 0], whole], 1), [-1]),
+                      [0]], 0)
+  radices = tf.concat([tf.reshape(tf.stack([out_count, whole_count], 1),
+                                  [-1]), [1]], 0)
 
-  row_producers = []
+  # Per op of R, where its three digits come from (2 * column + whole, -1:
+  # none) and their radices; each op's keys get a range of their own.
+  r_ops = tf.cast(tf.where(reads)[:, 0], tf.int32)  # Sorted, by example.
+  head_column = tf.gather(column, heads)
+  sources = [tf.where(
+      tf.gather(configurable, r_ops), 2 * tf.gather(column, r_ops) + 1,
+      tf.where(tf.gather(changes, r_ops),
+               2 * tf.gather(head_column, r_ops), -1))]
+  for p in producers:
+    rp = tf.gather(p, r_ops)
+    ok = (rp >= 0) & tf.gather(changes, tf.maximum(rp, 0))
+    sources.append(tf.where(
+        ok, 2 * tf.gather(head_column, tf.maximum(rp, 0)), -1))
+  radix = [tf.gather(radices, tf.where(s >= 0, s, tf.size(radices) - 1))
+           for s in sources]
+  span = radix[0] * radix[1] * radix[2]
+  offset = batch_index.exclusive_cumsum(span)
+  exact = tf.reduce_sum(tf.cast(span, tf.float64)) < _MAX_KEY
+
+  # Pairs: for each config, the ops of R of its example (config-major).
+  per_example_r = _count(reads, op_example, num_examples)
+  pairs_per_config = tf.gather(per_example_r, comp_example)
+  pair_config = batch_index.segment_ids(pairs_per_config)
+  pair_r = batch_index.ragged_ranges(
+      tf.gather(batch_index.exclusive_cumsum(per_example_r), comp_example),
+      pairs_per_config)  # Position in r_ops.
+  pair_shift = 2 * tf.gather(shift, pair_config)
+  none = tf.size(digits) - 1
+
+  def digit(source):
+    s = tf.gather(source, pair_r)
+    return tf.gather(digits, tf.where(s >= 0, pair_shift + s, none))
+
+  key = tf.gather(offset, pair_r) + digit(sources[0]) + tf.gather(
+      radix[0], pair_r) * (digit(sources[1]) + tf.gather(
+          radix[1], pair_r) * digit(sources[2]))
+  num_pairs = tf.size(pair_r)
+  key = tf.cond(exact, lambda: key,
+                lambda: tf.range(tf.cast(num_pairs, tf.int64)))
+  _, row_of_pair = tf.unique(key)
+  num_rows = tf.reduce_max(tf.concat([row_of_pair, [-1]], 0)) + 1
+  # Each row's first pair: rows are numbered in pair order, so the rows of
+  # a config follow those of the configs before it.
+  first_pair = tf.math.unsorted_segment_min(tf.range(num_pairs), row_of_pair,
+                                            num_rows)
+  row_op = tf.gather(r_ops, tf.gather(pair_r, first_pair))
+  row_config = tf.gather(pair_config, first_pair)
+
+  # The rows' features, from the config table at their first config.
+  nc_cfg = tf.pad(tf.concat([nc_feat, tf.ones_like(nc_feat[:, :1])], -1),
+                  [[1, 0], [0, 0]])  # Row 0: no node config.
+  row_shift = tf.gather(shift, row_config)
+
+  def cfg_at(ops):  # The config's values at configurable ops (else 0).
+    at = tf.gather(table, tf.maximum(row_shift + tf.gather(column, ops), 0))
+    return tf.gather(nc_cfg, tf.where(tf.gather(configurable, ops), at + 1,
+                                      0))
+
+  def layout_of(ops):  # Effective output layouts under the row's config.
+    h = tf.gather(heads, ops)
+    own = lf.own_layouts(tf.gather(current, h), cfg_at(h))
+    return tf.where(tf.gather(changes, ops)[:, None], own,
+                    tf.gather(static_layout, ops))
+
+  cfg = cfg_at(row_op)
+  r_dims, r_current = tf.gather(dims, row_op), tf.gather(current, row_op)
+  operands = []
   for p in producers:
     rp = tf.gather(p, row_op)
-    ok = (rp >= 0) & tf.gather(needed, tf.maximum(rp, 0))
-    row_producers.append(tf.where(
-        ok, row_of(tf.maximum(rp, 0), row_config), -1))
-  # Rows of configurable ops take their config's values (cfg) and chosen
-  # layouts (physical); other rows zeros. Placed by an index and a gather:
-  # several times faster than scatter_nd of the wide rows on CPU.
-  nc_cfg = tf.concat([nc_feat, tf.ones_like(nc_feat[:, :1])], axis=-1)
-  nc_of_row = tf.math.unsorted_segment_max(
-      tf.range(1, tf.size(nc_op) + 1), row_of(nc_op, nc_config), total_rows)
-  nc_of_row = tf.maximum(nc_of_row, 0)  # 0: not configurable.
-  at_rows = lambda x, rows=nc_of_row: tf.gather(tf.pad(x, [[1, 0], [0, 0]]),
-                                                rows)
-  cfg = at_rows(nc_cfg)
-  r_dims = tf.gather(dims, row_op)
-  r_current = tf.gather(current, row_op)
+    q = tf.maximum(rp, 0)
+    operands.append((tf.gather(dims, q), tf.gather(current, q),
+                     layout_of(q), rp >= 0))
   r_opcode = tf.gather(opcode, row_op)
-  row_changes = tf.gather(changes, row_op)
-  fixed = (~row_changes, tf.gather(static_layout, row_op))
-  # A changing op's head changes too (it is configurable): in its rows.
-  row_heads = tf.where(row_changes,
-                       row_of(tf.gather(heads, row_op), row_config),
-                       tf.range(total_rows))
-  # Non-zero at configurable ops only: computed on the config's values
-  # there, with shapes from the graph.
-  operands = [(tf.gather(dims, tf.maximum(p, 0)), tf.gather(
-      current, tf.maximum(p, 0)), p >= 0) for p in (
-          tf.gather(q, nc_op) for q in producers)]
-  chosen = lf.chosen_layout_features(
-      tf.gather(dims, nc_op), tf.gather(current, nc_op), operands, nc_cfg)
-  # Features of the R rows only; the other rows are their operands.
-  keep = tf.gather(reads, row_op)
-  kept = tf.cast(tf.where(keep)[:, 0], tf.int32)
-  propagated = lf.propagated_layout_features(
-      r_dims, r_current, r_opcode, cfg, row_producers, fixed, row_heads, kept)
-  physical = at_rows(chosen, tf.gather(nc_of_row, kept))
-  cfg = tf.gather(cfg, kept)
-  cost = lf.cost_scales(r_dims, tf.gather(r_opcode, kept), cfg, physical,
-                        propagated, row_producers,
-                        tf.gather(unit, tf.gather(row_op, kept)), kept)
-  row_op = tf.gather(row_op, kept)
-  rows_per_config = tf.gather(_count(reads, op_example, num_examples),
-                              comp_example)
+  propagated = lf.layout_change_features(r_dims, r_current, r_opcode, cfg,
+                                         layout_of(row_op), operands)
+  row_configurable = tf.gather(configurable, row_op)
+  row_column = tf.where(row_configurable, tf.gather(column, row_op), 0)
+  row_ids = tf.gather(ids, tf.maximum(row_shift + row_column, 0))
+  entries = tf.gather(entry_base, row_column[:, None] * 3 + tf.range(3))
+  physical = tf.reshape(
+      tf.gather(entry_phys, entries + tf.cast(row_ids, tf.int32)),
+      [-1, lf.PHYS_WIDTH]) * cfg[:, lf.CONFIGURABLE:]
+  cost = lf.cost_scales(dims, r_opcode, cfg, physical, propagated,
+                        producers, tf.gather(unit, row_op), row_op)
 
   # Ops (and their edges) of examples without configs have no component.
   op_kept = tf.gather(k > 0, op_example)
@@ -177,9 +323,12 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   adjacency = lambda a, b: tfgnn.Adjacency.from_indices(source=("op", a),
                                                         target=("op", b))
   keep_op = lambda x: tf.boolean_mask(x, op_kept)
+  rows_per_config = tf.math.bincount(row_config, minlength=num_configs,
+                                     maxlength=num_configs)
+  ones = tf.ones([num_configs], tf.int32)
   return tfgnn.GraphTensor.from_pieces(
       context=tfgnn.Context.from_fields(
-          sizes=tf.ones([num_configs], tf.int32),
+          sizes=ones,
           features={"example": comp_example, "slot": slot,
                     "ops": tf.cast(tf.gather(n, comp_example), tf.float32)}),
       node_sets={
@@ -192,6 +341,7 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
               features={
                   "phys": tf.concat([physical, propagated], 1),
                   "cost_scale": cost, "cfg": cfg}),
+          "config": tfgnn.NodeSet.from_fields(sizes=ones, features={}),
       },
       edge_sets={
           "feed": tfgnn.EdgeSet.from_fields(
@@ -202,5 +352,10 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
               sizes=rows_per_config,
               adjacency=tfgnn.Adjacency.from_indices(
                   source=("op", tf.gather(new_index, row_op)),
-                  target=("config_op", tf.range(tf.size(row_op))))),
+                  target=("config_op", tf.range(num_rows)))),
+          "adds_to": tfgnn.EdgeSet.from_fields(
+              sizes=pairs_per_config,
+              adjacency=tfgnn.Adjacency.from_indices(
+                  source=("config_op", row_of_pair),
+                  target=("config", pair_config))),
       })

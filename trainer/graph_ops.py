@@ -99,6 +99,8 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   new_op = nc_op - tf.gather(op_off_old, tf.gather(comp_example, nc_config)
                              ) + tf.gather(op_off_new, nc_config)
   nc_feat = graph.node_sets["node_config"]["feat"]
+  with tf.control_dependencies([config_rows.check_config_values(nc_feat)]):
+    nc_feat = tf.identity(nc_feat)
   values = tf.concat([nc_feat, tf.ones_like(nc_feat[:, :1])], axis=-1)
   total_new = tf.reduce_sum(n_new)
   cfg = tf.scatter_nd(new_op[:, None], values,

@@ -27,7 +27,7 @@ CONFIGURABLE = F.LAYOUT_CONFIG_FEATURES  # The flag column of `cfg`.
 CFG_WIDTH = F.LAYOUT_CONFIG_FEATURES + 1
 
 
-# Columns of `_layout_phys`: 7 per layout; the 5th is its log padded/real
+# Columns of `layout_phys`: 7 per layout; the 5th is its log padded/real
 # volume.
 _LAYOUT_PHYS_WIDTH = 7
 _LAYOUT_PHYS_PADDING = 4
@@ -38,7 +38,7 @@ def _element_counts(dims):
   return tf.reduce_prod(tf.where(dims > 0, dims, 1.0), axis=1)
 
 
-def _layout_phys(dims, current, chosen):
+def layout_phys(dims, current, chosen):
   """Physical meaning of one layout choice for a tensor of shape `dims`.
 
   Args:
@@ -87,7 +87,7 @@ def physical_layout_features(dims: tf.Tensor, current: tf.Tensor,
   layout is good depends on the sizes it puts there. For the output layout
   (config features 0-5) this reads the op's own shape (node features 21-26)
   and current layout (134-139); for the input (6-11) and kernel (12-17)
-  layouts, those of its first and second operand. See `_layout_phys` for
+  layouts, those of its first and second operand. See `layout_phys` for
   the 7 values per layout. Zero for other ops.
 
   Args:
@@ -119,9 +119,9 @@ def chosen_layout_features(dims, current, operands, cfg) -> tf.Tensor:
   Returns:
     [R, PHYS_WIDTH] float32.
   """
-  parts = [_layout_phys(dims, current, cfg[:, _OUT])]
+  parts = [layout_phys(dims, current, cfg[:, _OUT])]
   for (p_dims, p_current, has), group in zip(operands, _OPERANDS):
-    phys = _layout_phys(p_dims, p_current, cfg[:, group])
+    phys = layout_phys(p_dims, p_current, cfg[:, group])
     parts.append(phys * tf.cast(has, tf.float32)[:, None])
   return tf.concat(parts, axis=1) * cfg[:, CONFIGURABLE:CONFIGURABLE + 1]
 
@@ -163,25 +163,48 @@ def operand_producers(n, src, tgt):
 
 
 def propagated_layout_features(dims: tf.Tensor, current: tf.Tensor,
-                               opcode: tf.Tensor, cfg: tf.Tensor, producers,
-                               fixed: Optional[tuple] = None,
-                               heads: Optional[tf.Tensor] = None,
-                               rows: Optional[tf.Tensor] = None
+                               opcode: tf.Tensor, cfg: tf.Tensor, producers
                                ) -> tf.Tensor:
   """Every op's layout under the config, and the copies it implies.
 
   XLA's layout assignment runs an elementwise op in its first operand's
   layout (when the shapes match), so a configurable op's output layout
-  spreads down the elementwise chain after it; where an op reads an operand
-  in another layout than the operand has, a copy (transpose) runs. This
-  follows the chosen layouts along such chains (at most
-  PROPAGATION_STEPS ops), so both ends of a copy meet at one op:
+  spreads down the elementwise chain after it (`effective_layouts`); where
+  an op reads an operand in another layout than the operand has, a copy
+  (transpose) runs. See `layout_change_features` for the columns.
 
-  * each op's effective output layout: the chosen `out` of a configurable
-    op (its current layout if the config leaves it to the compiler), the
-    first operand's for a same-shape elementwise op, the current one else;
-  * per op, `_layout_phys` of that layout against its current one (what
-    the config changes for ops it does not touch directly);
+  Args:
+    dims: [N, 6] shape dims (`op_shapes`).
+    current: [N, 6] current minor_to_major (`op_shapes`).
+    opcode: [N] opcode ids.
+    cfg: [N, 19] config features plus the configurable flag.
+    producers: each op's first and second operand, as `operand_producers`
+      gives them.
+
+  Returns:
+    [N, PROPAGATED_WIDTH] float32.
+  """
+  layouts = effective_layouts(dims, current, opcode, cfg, producers)
+  operands = []
+  for producer in producers:
+    p = tf.maximum(producer, 0)
+    operands.append((tf.gather(dims, p), tf.gather(current, p),
+                     tf.gather(layouts, p), producer >= 0))
+  return layout_change_features(dims, current, opcode, cfg, layouts,
+                                operands)
+
+
+def layout_change_features(dims: tf.Tensor, current: tf.Tensor,
+                           opcode: tf.Tensor, cfg: tf.Tensor,
+                           layout: tf.Tensor, operands) -> tf.Tensor:
+  """`propagated_layout_features` of ops given with their operands' layouts.
+
+  Row by row, so a caller that knows the effective layouts another way
+  (`config_rows`: from the layout heads' config values) computes the same
+  features for any set of (op, config) rows:
+
+  * `layout_phys` of the op's effective layout against its current one
+    (what the config changes for ops it does not touch directly);
   * per operand (first, second): a conflict flag (the operand's effective
     layout differs from the layout the op reads it in: the chosen `in` /
     `kernel` layout; the operand's own if the choice is left to the
@@ -194,51 +217,34 @@ def propagated_layout_features(dims: tf.Tensor, current: tf.Tensor,
     slower when it changes).
 
   Args:
-    dims: [N, 6] shape dims (`op_shapes`).
-    current: [N, 6] current minor_to_major (`op_shapes`).
-    opcode: [N] opcode ids.
-    cfg: [N, 19] config features plus the configurable flag.
-    producers: each op's first and second operand, as `operand_producers`
-      gives them.
-    fixed: Optional ([N] bool, [N, 6] layouts): ops whose effective layout
-      is given (known from the whole graph, see `effective_layouts`), for a
-      part of a graph whose chains start outside it (`config_rows`).
-    heads: Optional `layout_heads` of the ops (see `effective_layouts`).
-    rows: Optional [R] op indices: the features of these ops only (the
-      others are needed as their operands and chain heads).
+    dims: [R, 6] the ops' shape dims.
+    current: [R, 6] their current minor_to_major.
+    opcode: [R] their opcode ids.
+    cfg: [R, 19] their config features plus the configurable flag.
+    layout: [R, 6] their effective layouts (`effective_layouts`).
+    operands: for the first and second operand, ([R, 6] dims, [R, 6]
+      current minor_to_major, [R, 6] effective layout, [R] bool: the op
+      has it).
 
   Returns:
-    [N (or R), PROPAGATED_WIDTH] float32: columns 0-4 the `_layout_phys` of the
+    [R, PROPAGATED_WIDTH] float32: columns 0-4 the `layout_phys` of the
     effective layout (4: PROP_PADDING), 5 "not the current layout", then
     per operand the conflict flag (PROP_COPY) and its log size, then per
     operand the moved-minor-dim flag (PROP_MOVED_MINOR).
   """
-  elements = _element_counts(dims)
-  layouts = effective_layouts(dims, current, opcode, cfg, producers, fixed,
-                              heads)
-  # Below, the ops' own values are of `rows`; operands index all ops.
-  pick = (lambda x: x) if rows is None else (lambda x: tf.gather(x, rows))
-  all_dims, all_current = dims, current
-  dims, current, cfg, layout = (pick(x) for x in (dims, current, cfg,
-                                                  layouts))
-  producers = [pick(p) for p in producers]
   configurable = cfg[:, CONFIGURABLE] > 0
-  elementwise = _is_elementwise(pick(opcode))
+  elementwise = _is_elementwise(opcode)
 
   def differ(a, b, shape):  # Over the dims of `shape` only (rest padding).
     rank = tf.reduce_sum(tf.cast(shape > 0, tf.int32), axis=1)
     return tf.reduce_any((tf.range(F.MAX_RANK)[None, :] < rank[:, None]) &
                          tf.not_equal(a, b), axis=1)
 
-  parts = [_layout_phys(dims, current, layout)[:, :5],
+  parts = [layout_phys(dims, current, layout)[:, :5],
            tf.cast(differ(layout, current, dims), tf.float32)[:, None]]
   moved = []
-  for producer, group in zip(producers, _OPERANDS):
-    has = producer >= 0
-    p = tf.maximum(producer, 0)
-    operand_layout = tf.gather(layouts, p)
-    operand_dims = tf.gather(all_dims, p)
-    operand_current = tf.gather(all_current, p)
+  for (operand_dims, operand_current, operand_layout, has), group in zip(
+      operands, _OPERANDS):
     reads_chosen = configurable & (cfg[:, group.start] >= 0)
     reads_as_is = configurable & ~reads_chosen
     # Same-shape elementwise ops read every operand in their own layout.
@@ -249,7 +255,7 @@ def propagated_layout_features(dims: tf.Tensor, current: tf.Tensor,
         tf.where(reads_as_is[:, None], operand_layout,
                  tf.where(reads_own[:, None], layout, operand_current)))
     conflict = has & differ(wanted, operand_layout, operand_dims)
-    size = tf.math.log(tf.gather(elements, p))
+    size = tf.math.log(_element_counts(operand_dims))
     conflict = tf.cast(conflict, tf.float32)
     parts += [conflict[:, None], (conflict * size)[:, None]]
     moved.append(has & tf.not_equal(wanted[:, 0], operand_current[:, 0]))
@@ -286,27 +292,26 @@ def layout_heads(inherits, producers) -> tf.Tensor:
   return head
 
 
+def own_layouts(current: tf.Tensor, cfg: tf.Tensor) -> tf.Tensor:
+  """[N, 6] float32: each op's own output layout under the config: the
+  chosen `out` of a configurable op, else (also where the config leaves it
+  to the compiler) its current layout."""
+  chosen = (cfg[:, CONFIGURABLE] > 0) & (cfg[:, _OUT.start] >= 0)
+  return tf.where(chosen[:, None], cfg[:, _OUT], current)
+
+
 def effective_layouts(dims, current, opcode, cfg, producers,
-                      fixed: Optional[tuple] = None,
                       heads: Optional[tf.Tensor] = None) -> tf.Tensor:
   """[N, 6] float32: each op's output layout under the config.
 
-  The chosen `out` of a configurable op (its current layout if the config
-  leaves it to the compiler), followed at most PROPAGATION_STEPS ops down
-  each same-shape elementwise chain; the current layout elsewhere. Ops in
-  `fixed` (mask, layouts) keep the given layouts and start no chain walk.
-  `heads` (`layout_heads`), if the caller has them, saves the walk.
+  Its layout head's own layout (`own_layouts`): the chosen `out` of a
+  configurable op followed at most PROPAGATION_STEPS ops down each
+  same-shape elementwise chain; the current layout elsewhere. `heads`
+  (`layout_heads`), if the caller has them, saves the walk.
   """
-  chosen = (cfg[:, CONFIGURABLE] > 0) & (cfg[:, _OUT.start] >= 0)
-  own = tf.where(chosen[:, None], cfg[:, _OUT], current)
-  if fixed is not None:
-    own = tf.where(fixed[0][:, None], fixed[1], own)
   if heads is None:
-    inherits = inheriting(dims, opcode, cfg, producers)
-    if fixed is not None:
-      inherits &= ~fixed[0]
-    heads = layout_heads(inherits, producers)
-  return tf.gather(own, heads)
+    heads = layout_heads(inheriting(dims, opcode, cfg, producers), producers)
+  return tf.gather(own_layouts(current, cfg), heads)
 
 
 PROPAGATED_WIDTH = 12

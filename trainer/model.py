@@ -303,14 +303,16 @@ class StaticOpEncoder(tf.keras.layers.Layer):
 class LateLayoutReadout(tf.keras.layers.Layer):
   """Per-config score from the ops the config can change (late join).
 
-  Each "config_op" row (one op of `config_rows`' R under one config) gets
+  Each "config_op" row (one op of `config_rows`' R under the configs that
+  agree on the values it depends on) gets
   the state relu(A h + B p + C c + b): its op's final state h from the
   message passing that ran once per graph, the row's `phys` p and, at
   configurable ops, the config's one-hot values c. As in `LayoutReadout`,
   its contribution is mlp(state) + sum_j rate_j(state) * cost_scale_j, and
-  a config's score is the sum over its rows divided by the graph's op
-  count: the mean over all ops up to a per-graph constant (the ops outside
-  R add the same to every config).
+  a config's score is the sum over its rows (one per op of R, along its
+  `adds_to` edges) divided by the graph's op count: the mean over all ops
+  up to a per-graph constant (the ops outside R add the same to every
+  config). Configs sharing a row share its dropout mask in training.
 
   Init args:
     hidden: MLP width; rows have half of it.
@@ -359,8 +361,14 @@ class LateLayoutReadout(tf.keras.layers.Layer):
     if not self._config_only:
       contribution += tf.reduce_sum(
           self._rates(state) * rows["cost_scale"], axis=1, keepdims=True)
-    total = tfgnn.pool_nodes_to_context(inputs, "config_op", "sum",
-                                        feature_value=contribution)[:, 0]
+    # Rows are shared by the configs that agree on them: each config sums
+    # its own along its `adds_to` edges.
+    total = tfgnn.pool_edges_to_node(
+        inputs, "adds_to", tfgnn.TARGET, "sum",
+        feature_value=tfgnn.broadcast_node_to_edges(
+            inputs, "adds_to", tfgnn.SOURCE, feature_value=contribution))
+    total = tfgnn.pool_nodes_to_context(inputs, "config", "sum",
+                                        feature_value=total)[:, 0]
     total /= tf.maximum(inputs.context["ops"], 1.0)
     return {"scores": _bounded(total), "example": inputs.context["example"],
             "slot": inputs.context["slot"]}

@@ -384,6 +384,70 @@ def test_rank_signature_over_rest_and_grpc_scores_like_in_process(
     np.testing.assert_allclose(chunked, want, rtol=1e-5, atol=1e-6)
 
 
+def test_packed_and_plain_rank_requests_score_alike(server, layout_npz):
+  g, arrays = _arrays(layout_npz)
+  packed = protocol.pack_configs(arrays)
+  assert len(packed[protocol.PACKED_CONFIG_INPUT]) == (
+      arrays["node_config_feat"].size)
+  stub = prediction_service_pb2_grpc.PredictionServiceStub(
+      grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}"))
+  scores = {}
+  for name, inputs in (("plain", arrays), ("packed", packed)):
+    body = protocol.rest_rank_request(inputs)
+    assert body["signature_name"] == protocol.rank_signature_for(inputs)
+    status, out = _post(server.rest_port, "/v1/models/tpurank:predict",
+                        protocol.to_json(body))
+    assert status == 200, out
+    scores[name] = protocol.parse_rest_rank_response(out)
+    response = stub.Predict(protocol.grpc_rank_request(inputs, "tpurank"),
+                            timeout=60)
+    assert response.model_spec.signature_name == body["signature_name"]
+    np.testing.assert_allclose(protocol.parse_grpc_rank_response(response),
+                               scores[name], rtol=1e-6)
+  assert len(scores["plain"]) == g.num_configs
+  np.testing.assert_allclose(scores["packed"], scores["plain"], rtol=1e-6)
+
+
+def test_clients_fall_back_to_rank_for_a_model_without_rank_packed(
+    server, layout_npz):
+  _, arrays = _arrays(layout_npz)
+  manager = server.predictor.manager
+  want = client.connect(f"http://127.0.0.1:{server.rest_port}").rank(
+      **arrays)["scores"]
+  with manager._lock:  # pylint: disable=protected-access
+    manager._models["tpurank"] = dataclasses.replace(  # As exported before.
+        manager._models["tpurank"], rank_packed=None)
+  for url in (f"http://127.0.0.1:{server.rest_port}",
+              f"grpc://127.0.0.1:{server.grpc_port}"):
+    c = client.connect(url)
+    np.testing.assert_allclose(c.rank(**arrays)["scores"], want, rtol=1e-6)
+    assert c.packed is False
+
+
+def test_rank_refuses_bad_config_values_and_bytes(server, layout_npz):
+  _, arrays = _arrays(layout_npz)
+  outside = dict(arrays, node_config_feat=np.where(
+      arrays["node_config_feat"] == 0, 7.0, arrays["node_config_feat"]))
+  assert protocol.pack_configs(outside) is not None  # 7 fits an int8 ...
+  truncated = protocol.pack_configs(arrays)
+  truncated[protocol.PACKED_CONFIG_INPUT] = truncated[
+      protocol.PACKED_CONFIG_INPUT][:-1]
+  for inputs, fragment in (
+      (outside, "node_config_feat: expected -1 or a dimension index"),
+      (protocol.pack_configs(outside),  # ... but not the format.
+       "node_config_feat: expected -1 or a dimension index"),
+      (truncated, "node_config_bytes: expected configs x")):
+    status, body = _post(server.rest_port, "/v1/models/tpurank:predict",
+                         protocol.to_json(protocol.rest_rank_request(
+                             inputs)))
+    assert status == 400 and fragment in body["error"], body
+  status, body = _post(server.rest_port, "/v1/models/tpurank:predict",
+                       protocol.to_json({
+                           "signature_name": protocol.RANK_PACKED_SIGNATURE,
+                           "inputs": dict(truncated, node_config_bytes=[1])}))
+  assert status == 400 and "node_config_bytes" in body["error"], body
+
+
 def test_rank_signature_refuses_the_other_kind_and_non_finite_input(
     server, layout_npz, tile_npz):
   _, tile = _arrays(tile_npz)

@@ -1,6 +1,8 @@
 """Tests for the late-join expansion: per config, exactly what it changes."""
 
 import numpy as np
+import pytest
+import tensorflow as tf
 
 from tests.trainer.helpers import make_records
 from trainer import config_rows
@@ -17,34 +19,59 @@ def _both(tmp_path, graphs=2, k=5, examples=3):
           config_rows.expand_layout_late(merged))
 
 
-def _copy_of_rows(merged, early, late):
-  """The early-join op copy each late row stands for."""
+def _pairs(merged, early, late):
+  """For each (config, op of R) pair: its row and the early-join op copy it
+  stands for."""
   n = merged.node_sets["op"].sizes.numpy()
-  rows = late.node_sets["config_op"].sizes.numpy()
-  comp = np.repeat(np.arange(len(rows)), rows)
+  adds_to = late.edge_sets["adds_to"].adjacency
+  row, comp = adds_to.source.numpy(), adds_to.target.numpy()
   example = late.context["example"].numpy()
-  op = late.edge_sets["reads"].adjacency.source.numpy()
+  op = late.edge_sets["reads"].adjacency.source.numpy()[row]
   copy_off = np.r_[0, np.cumsum(early.node_sets["op"].sizes.numpy())]
   op_off = np.r_[0, np.cumsum(n)]
-  return copy_off[comp] + op - op_off[example[comp]]
+  return row, copy_off[comp] + op - op_off[example[comp]]
 
 
 def test_rows_carry_exactly_the_early_join_features(tmp_path):
   merged, early, late = _both(tmp_path)
-  copy = _copy_of_rows(merged, early, late)
+  row, copy = _pairs(merged, early, late)
   assert len(copy) and len(copy) < early.node_sets["op"].total_size
+  assert len(np.unique(copy)) == len(copy)  # One pair per op copy.
+  rows = late.node_sets["config_op"]
   for name in ("phys", "cost_scale"):
-    np.testing.assert_allclose(late.node_sets["config_op"][name],
+    np.testing.assert_allclose(rows[name].numpy()[row],
                                early.node_sets["op"][name].numpy()[copy],
                                atol=1e-6)
-  # Configurable rows carry their config's values and the flag.
-  cfg = late.node_sets["config_op"]["cfg"].numpy()
+  # Configurable pairs carry their config's values and the flag.
+  cfg = rows["cfg"].numpy()[row]
   flags = cfg[:, -1]
   assert set(np.unique(flags)) <= {0.0, 1.0} and flags.sum() == (
       merged.node_sets["node_config"].total_size)
   np.testing.assert_array_equal(
       np.sort(cfg[flags == 1, :-1], axis=0),
       np.sort(merged.node_sets["node_config"]["feat"].numpy(), axis=0))
+
+
+def test_configs_that_agree_share_rows(tmp_path):
+  """Pairs share rows; configs with equal values share all of them."""
+  merged, early, late = _both(tmp_path, k=16)
+  row, _ = _pairs(merged, early, late)
+  num_rows = late.node_sets["config_op"].total_size
+  assert 0 < num_rows < len(row)
+  np.testing.assert_array_equal(np.unique(row), np.arange(num_rows))
+  # One example whose 16 configs all carry its first config's values.
+  merged, _, _ = _both(tmp_path, k=16, examples=1)
+  nc = merged.node_sets["node_config"]
+  per_config = nc.total_size // 16
+  same = merged.replace_features(node_sets={"node_config": {
+      "feat": tf.tile(nc["feat"][:per_config], [16, 1])}})
+  late = config_rows.expand_layout_late(same)
+  pairs = late.edge_sets["adds_to"].sizes.numpy()
+  assert len(set(pairs)) == 1  # Every config: the same ops of R ...
+  # ... and one row each, shared by every config.
+  assert late.node_sets["config_op"].total_size == pairs[0]
+  np.testing.assert_array_equal(late.node_sets["config_op"].sizes,
+                                np.r_[pairs[0], np.zeros(15, int)])
 
 
 def test_ops_without_rows_look_the_same_under_every_config(tmp_path):
@@ -54,7 +81,7 @@ def test_ops_without_rows_look_the_same_under_every_config(tmp_path):
   local = np.arange(len(comp)) - np.r_[0, np.cumsum(sizes)][comp]
   example = early.context["example"].numpy()[comp]
   outside = np.ones(len(comp), bool)
-  outside[_copy_of_rows(merged, early, late)] = False
+  outside[_pairs(merged, early, late)[1]] = False
   feats = np.concatenate([early.node_sets["op"]["phys"].numpy(),
                           early.node_sets["op"]["cost_scale"].numpy()], 1)
   seen = {}
@@ -81,9 +108,24 @@ def test_graph_is_held_once_per_example(tmp_path):
   rev = late.edge_sets["rev"].adjacency
   feed = late.edge_sets["feed"].adjacency
   np.testing.assert_array_equal(rev.source, feed.target)
-  # Rows of a config read ops of its own example only.
+  # Rows and pairs of a config read ops of its own example only.
   rows = late.node_sets["config_op"].sizes.numpy()
   op_example = np.repeat(np.arange(len(n)), n)
   reads = late.edge_sets["reads"].adjacency.source.numpy()
   np.testing.assert_array_equal(op_example[reads],
                                 np.repeat(example, rows))
+  adds_to = late.edge_sets["adds_to"].adjacency
+  np.testing.assert_array_equal(
+      op_example[reads[adds_to.source.numpy()]],
+      example[adds_to.target.numpy()])
+
+
+def test_config_values_outside_the_format_are_refused(tmp_path):
+  merged, _, _ = _both(tmp_path)
+  feat = merged.node_sets["node_config"]["feat"]
+  for bad in (6.0, 0.5, -2.0):
+    graph = merged.replace_features(node_sets={"node_config": {
+        "feat": tf.tensor_scatter_nd_update(feat, [[0, 3]], [bad])}})
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="node_config_feat: expected -1 or a dimension"):
+      config_rows.expand_layout_late(graph)
