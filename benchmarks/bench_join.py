@@ -12,11 +12,12 @@ not depend on the weights) ranks, after one warm-up:
   --server` calls it);
 * every config of a 1k-node graph with 100k configs in-process, in a child
   process whose peak RSS is read;
-* and trains (XLA, padded, default batch of 4 graphs) on a ~44k-node graph
-  for a few timed steps: configs/s and peak RSS, at K=16 configs per
-  example and, for the late join, at K=64 and 128 too. Training reads chunks of K
-  configs, so the graph's own config count (here 2,000) does not change
-  the per-step cost.
+* and trains (each join's default: early with XLA and padding, late
+  without on CPU; batch of 4 graphs) on a ~44k-node graph for a few timed
+  steps: configs/s and peak RSS, at K=16 configs per example and, for the
+  late join, at K=64 and 128 too. Training reads chunks of K configs, so
+  the graph's own config count (here 2,000) does not change the per-step
+  cost.
 
 Every measurement runs in its own child process, one after the other, and
 the report (benchmarks/results/join.md + .json) gives the command.
