@@ -11,6 +11,7 @@ import urllib.request
 from typing import Optional
 
 import grpc
+import numpy as np
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from conversion import options as conversion_options
@@ -44,10 +45,17 @@ def _with_retries(call, retries: int):
       time.sleep(0.5 * 2**attempt)
 
 
+# Bytes of JSON a config value takes: as text (`rank`, "-1.0,") and as
+# base64 of an int8 (`rank_packed`).
+JSON_VALUE_BYTES = 6
+PACKED_VALUE_BYTES = 4 / 3
+
+
 def packed_or_plain(client, send, arrays: dict) -> dict:
   """send(inputs) as `rank_packed` where the arrays pack
   (`protocol.pack_configs`); a model without that signature (exported
-  before it) gets `rank`, and the client remembers."""
+  before it) gets `rank`, and the client remembers. As text the configs
+  are ~4x larger: they go in as many requests as the size limit needs."""
   packed = protocol.pack_configs(arrays) if client.packed else None
   if packed is not None:
     try:
@@ -56,7 +64,14 @@ def packed_or_plain(client, send, arrays: dict) -> dict:
       if protocol.RANK_PACKED_SIGNATURE not in str(e):
         raise
       client.packed = False
-  return send(arrays)
+  feat = arrays.get("node_config_feat")
+  if feat is None or not len(feat):
+    return send(arrays)
+  step = max(1, options.MAX_REQUEST_BYTES // 2 // int(
+      JSON_VALUE_BYTES * np.asarray(feat[0]).size))
+  return {"scores": np.concatenate([
+      send(dict(arrays, node_config_feat=feat[i:i + step]))["scores"]
+      for i in range(0, len(feat), step)])}
 
 
 class RestClient:
@@ -180,14 +195,16 @@ class GrpcClient:
 
 def configs_per_request(graph) -> int:
   """Configs per `rank` request of a (pruned) graph: what the call budget
-  allows (the late join's), and at most a quarter of the server's request
-  size limit as JSON (layout: `rank_packed`'s base64, 4/3 bytes a value;
-  tile: ~6 bytes a value)."""
-  per_config = 2 * 18 * max(len(graph.node_config_ids), 1) if (
-      graph.kind == "layout") else 6 * 24
+  allows (the late join's), and what fits in half the server's request
+  size limit as JSON (layout: `rank_packed`'s base64; tile: as text) beside
+  the graph's own arrays (as text)."""
+  per_config = (PACKED_VALUE_BYTES * 18 * max(len(graph.node_config_ids), 1)
+                if graph.kind == "layout" else JSON_VALUE_BYTES * 24)
+  graph_bytes = JSON_VALUE_BYTES * (graph.node_feat.size + graph.num_nodes +
+                                    graph.edge_index.size)
   join = hparams.JOINS[0]  # The default model's; the signature chunks.
-  most = min(conversion_options.RANK_K[join],
-             options.MAX_REQUEST_BYTES // 4 // per_config)
+  most = min(conversion_options.RANK_K[join], int(
+      (options.MAX_REQUEST_BYTES // 2 - graph_bytes) // per_config))
   if graph.kind != "layout":
     return max(1, most)
   return int(call_cost.configs_per_example(

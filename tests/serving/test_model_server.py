@@ -6,6 +6,7 @@ import json
 import os
 import threading
 import time
+import types
 import urllib.error
 import urllib.request
 
@@ -422,6 +423,23 @@ def test_clients_fall_back_to_rank_for_a_model_without_rank_packed(
     c = client.connect(url)
     np.testing.assert_allclose(c.rank(**arrays)["scores"], want, rtol=1e-6)
     assert c.packed is False
+
+
+def test_plain_rank_requests_split_to_fit_the_size_limit(monkeypatch):
+  values = 2 * 18  # Two configurable ops.
+  monkeypatch.setattr(client.options, "MAX_REQUEST_BYTES",
+                      2 * client.JSON_VALUE_BYTES * values * 3)
+  sent = []
+
+  def send(inputs):
+    sent.append(len(inputs["node_config_feat"]))
+    return {"scores": inputs["node_config_feat"][:, 0, 0]}
+
+  feat = np.arange(8 * values, dtype=np.float32).reshape(8, 2, 18)
+  plain = types.SimpleNamespace(packed=False)  # A model without rank_packed.
+  out = client.packed_or_plain(plain, send, {"node_config_feat": feat})
+  assert sent == [3, 3, 2]
+  np.testing.assert_array_equal(out["scores"], feat[:, 0, 0])
 
 
 def test_rank_refuses_bad_config_values_and_bytes(server, layout_npz):
