@@ -242,7 +242,9 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
            for s in sources]
   span = radix[0] * radix[1] * radix[2]
   offset = batch_index.exclusive_cumsum(span)
-  exact = tf.reduce_sum(tf.cast(span, tf.float64)) < _MAX_KEY
+  # Checked in float64: the int64 products may have wrapped.
+  as_float = [tf.cast(r, tf.float64) for r in radix]
+  exact = tf.reduce_sum(as_float[0] * as_float[1] * as_float[2]) < _MAX_KEY
 
   # Pairs: for each config, the ops of R of its example (config-major).
   per_example_r = _count(reads, op_example, num_examples)

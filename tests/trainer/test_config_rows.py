@@ -74,6 +74,17 @@ def test_configs_that_agree_share_rows(tmp_path):
                                 np.r_[pairs[0], np.zeros(15, int)])
 
 
+def test_keys_too_wide_for_int64_leave_rows_unshared(tmp_path,
+                                                     monkeypatch):
+  monkeypatch.setattr(config_rows, "_MAX_KEY", 0.0)
+  merged, early, late = _both(tmp_path)
+  row, copy = _pairs(merged, early, late)
+  np.testing.assert_array_equal(row, np.arange(len(row)))
+  np.testing.assert_allclose(late.node_sets["config_op"]["phys"],
+                             early.node_sets["op"]["phys"].numpy()[copy],
+                             atol=1e-6)
+
+
 def test_ops_without_rows_look_the_same_under_every_config(tmp_path):
   merged, early, late = _both(tmp_path)
   sizes = early.node_sets["op"].sizes.numpy()
