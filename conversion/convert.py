@@ -57,8 +57,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from conversion import examples
 from conversion import graph_files
+from conversion import options
 from conversion import progress
 from conversion.options import ConvertOptions
+from schemas import npz_format
 from schemas.errors import InputError
 
 COUNTERS = ("files_in", "graphs_in", "graphs_converted", "dead_letters",
@@ -133,7 +135,8 @@ class _GraphToShard(beam.DoFn):
 
   def _convert(self, element) -> dict:
     o = self._options
-    k = o.k if self._split == examples.TRAIN else o.eval_k
+    k = (options.train_k(npz_format.collection_kind(self._collection), o.k)
+         if self._split == examples.TRAIN else o.eval_k)
     path = graph_files.printable(element)
     report = {"split": self._split, "file": path, "shard": None, "dead": [],
               **dict.fromkeys(_FILE_COUNTS, 0)}

@@ -10,6 +10,7 @@ of every validation graph with the exported SavedModel and blesses it; the
 Pusher copies a blessed model to `<serving_dir>/<version>/`.
 """
 
+import dataclasses
 import os
 from typing import Optional, Sequence
 
@@ -66,6 +67,11 @@ def create_pipeline(pipeline_name: str, pipeline_root: str, data_dir: str,
   """
   kind = npz_format.collection_kind(collection)
   conversion_options = convert_options(kind, conversion)
+  # Train examples of the configs the model's join trains on.
+  join = {k: v for k, v in (model_config or {}).items() if k == "join"}
+  conversion_options = dataclasses.replace(
+      conversion_options, k=options.train_k(kind, conversion_options.k,
+                                            **join))
   gen = example_gen.TpuGraphsExampleGen(
       data_dir, collection, conversion_options,
       dead_letter_dir=dead_letter_dir, allow_dead_letters=allow_dead_letters)

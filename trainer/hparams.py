@@ -57,7 +57,7 @@ class TrainConfig:
   # AIP_TENSORBOARD_LOG_DIR here when the job has a TensorBoard.
   log_dir: Optional[str] = None
   loss: str = LOSSES[0]
-  k: int = options.K
+  k: Optional[int] = None  # None: by kind and join (`options.train_k`).
   batch_size: int = 0  # 0: by kind (BATCH_SIZE).
   learning_rate: float = 2e-3
   # "cosine": decay to LR_FLOOR of the rate over the run (see
@@ -92,6 +92,7 @@ class TrainConfig:
       self.model = ModelConfig(kind=kind)
     if not self.batch_size:
       self.batch_size = BATCH_SIZE[kind]
+    self.k = options.train_k(kind, self.k, self.model.join)
     if self.xla is None:
       self.xla = kind == "tile" or self.model.join == "early"
     if self.lr_decay not in LR_DECAYS:

@@ -74,9 +74,16 @@ def test_cli_defaults_come_from_their_one_home():
   model = hparams.ModelConfig(kind="layout")
   train = _defaults("train", "--collection", "tile:xla", "--data", "d",
                     "--out", "o")
-  assert (train.k, train.hops, train.seed) == (options.K,
-                                               options.DEFAULT_HOPS,
+  # None: by kind and join (`options.train_k`), as for --max-examples.
+  assert (train.k, train.hops, train.seed) == (None, options.DEFAULT_HOPS,
                                                options.SEED)
+  assert [options.train_k(*a) for a in (
+      ("tile", None), ("layout", None), ("layout", None, "early"),
+      ("layout", 8, "early"))] == [options.K["tile"], options.K["layout"],
+                                   options.EARLY_JOIN_K, 8]
+  assert hparams.TrainConfig(collection="layout:xla:random", train_files=[],
+                             valid_files=[], out_dir="o",
+                             export=False).k == options.K["layout"]
   assert (train.gnn, train.hidden, train.layers, train.dropout) == (
       model.gnn, model.hidden, model.layers, model.dropout)
   for flag in ("loss", "learning_rate", "lr_decay", "lr_patience", "epochs",
@@ -85,7 +92,7 @@ def test_cli_defaults_come_from_their_one_home():
   convert = _defaults("convert", "--collection", "tile:xla", "--data", "d",
                       "--out", "o")
   assert (convert.k, convert.eval_k, convert.hops, convert.seed) == (
-      options.K, options.EVAL_K, options.DEFAULT_HOPS, options.SEED)
+      None, options.EVAL_K, options.DEFAULT_HOPS, options.SEED)
   # Both commands make the same training data by default: per-kind chunks.
   assert convert.max_examples is None and train.max_examples is None
   assert options.max_examples("layout") == options.MAX_EXAMPLES["layout"]

@@ -6,8 +6,10 @@ from serving import options as serving_options
 
 def add_conversion_flags(p, eval_k: bool = False):
   """--k, [--eval-k], --hops, --max-examples and --seed of conversion."""
-  p.add_argument("--k", type=int, default=options.K,
-                 help="configs per train example")
+  p.add_argument("--k", type=int, default=None,
+                 help="configs per train example (default: tile {tile}, "
+                 "layout {layout}; with --join early {early})".format(
+                     early=options.EARLY_JOIN_K, **options.K))
   if eval_k:
     p.add_argument("--eval-k", type=int, default=options.EVAL_K,
                    help="configs per valid/test example")

@@ -112,13 +112,14 @@ def run(args) -> int:
       sync.barrier()
   kind = npz_format.collection_kind(args.collection)
   max_examples = options.max_examples(kind, args.max_examples)
+  k = options.train_k(kind, args.k, args.join)
   base = os.path.join(args.out, "export")
   rec_dir = os.path.join(args.out, "records")
   files = {}
   for split in ("train", "valid"):
     path = os.path.join(rec_dir, f"{split}.tfrecord.gz")
     counts = records.ensure_split(args.data, args.collection, split, path,
-                                  args.k, args.hops, args.seed, max_examples)
+                                  k, args.hops, args.seed, max_examples)
     if counts is None:
       print(f"{split}: reusing {path} (same data and options)")
     else:
@@ -136,7 +137,7 @@ def run(args) -> int:
           kind=kind, gnn="none" if args.config_only else args.gnn,
           hidden=args.hidden, layers=args.layers, dropout=args.dropout,
           config_only=args.config_only, join=args.join),
-      loss=args.loss, k=args.k, batch_size=args.batch_size or 0,
+      loss=args.loss, k=k, batch_size=args.batch_size or 0,
       learning_rate=args.learning_rate, lr_decay=args.lr_decay,
       lr_patience=args.lr_patience,
       epochs=args.epochs,
