@@ -209,10 +209,11 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   tensor = tf.stack([owner_op] + [tf.gather(p, owner_op) for p in producers],
                     axis=1)
   tensor = tf.gather(tensor, owner % 3, batch_dims=1)  # -1: no operand.
+  entry_layout = _layouts_of_codes(distinct)
   entry_phys = lf.layout_phys(
       tf.gather(dims, tf.maximum(tensor, 0)),
       tf.gather(current, tf.maximum(tensor, 0)),
-      _layouts_of_codes(distinct)) * tf.cast(tensor >= 0, tf.float32)[:, None]
+      entry_layout) * tf.cast(tensor >= 0, tf.float32)[:, None]
   counts = tf.reshape(counts, [-1, 3])
   out_count = counts[:, 0]
   whole_count = counts[:, 0] * counts[:, 1] * counts[:, 2]
@@ -286,8 +287,14 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
                                       0))
 
   def layout_of(ops):  # Effective output layouts under the row's config.
+    # A changing op runs in its (configurable) head's output layout: the
+    # chosen one, read from the distinct layouts; else the head's current.
     h = tf.gather(heads, ops)
-    own = lf.own_layouts(tf.gather(current, h), cfg_at(h))
+    h_column = tf.where(tf.gather(changes, ops), tf.gather(column, h), 0)
+    out_id = tf.gather(ids[:, 0], tf.maximum(row_shift + h_column, 0))
+    chosen = tf.gather(entry_layout, tf.gather(entry_base, 3 * h_column) +
+                       tf.cast(out_id, tf.int32))
+    own = lf.chosen_or_current(chosen, tf.gather(current, h))
     return tf.where(tf.gather(changes, ops)[:, None], own,
                     tf.gather(static_layout, ops))
 

@@ -292,12 +292,19 @@ def layout_heads(inherits, producers) -> tf.Tensor:
   return head
 
 
+def chosen_or_current(out: tf.Tensor, current: tf.Tensor) -> tf.Tensor:
+  """[N, 6] float32: the chosen output layouts `out` (-1 padded; -1 first:
+  left to the compiler), else the current ones."""
+  return tf.where((out[:, 0] >= 0)[:, None], out, current)
+
+
 def own_layouts(current: tf.Tensor, cfg: tf.Tensor) -> tf.Tensor:
   """[N, 6] float32: each op's own output layout under the config: the
   chosen `out` of a configurable op, else (also where the config leaves it
   to the compiler) its current layout."""
-  chosen = (cfg[:, CONFIGURABLE] > 0) & (cfg[:, _OUT.start] >= 0)
-  return tf.where(chosen[:, None], cfg[:, _OUT], current)
+  configurable = (cfg[:, CONFIGURABLE] > 0)[:, None]
+  return chosen_or_current(tf.where(configurable, cfg[:, _OUT], -1.0),
+                           current)
 
 
 def effective_layouts(dims, current, opcode, cfg, producers,
