@@ -29,10 +29,13 @@ def tile_npz(tmp_path):
   return _write("tile", tmp_path / "tile.npz", seed=1)
 
 
+LAYOUT_SEED = 2  # Of `layout_npz`: the same graph in every test.
+
+
 @pytest.fixture
 def layout_npz(tmp_path):
   """A valid layout graph."""
-  return _write("layout", tmp_path / "layout.npz", seed=2)
+  return _write("layout", tmp_path / "layout.npz", seed=LAYOUT_SEED)
 
 
 @pytest.fixture

@@ -172,12 +172,11 @@ class ServingModule(tf.Module):
                 "int8 values"))
         with tf.control_dependencies([whole]):
           configs = tf.size(values) // tf.maximum(row, 1)
-        return rank_arrays(dict(
-            node_feat=node_feat, node_opcode=node_opcode,
-            edge_index=edge_index, node_config_ids=node_config_ids,
-            node_config_feat=tf.reshape(tf.cast(values, tf.float32), [
-                configs, tf.size(node_config_ids),
-                features.LAYOUT_CONFIG_FEATURES])))
+        # A call of the traced `rank`: the model's graph is saved once.
+        return rank(node_feat, node_opcode, edge_index, node_config_ids,
+                    tf.reshape(tf.cast(values, tf.float32), [
+                        configs, tf.size(node_config_ids),
+                        features.LAYOUT_CONFIG_FEATURES]))
 
       self.rank_packed = rank_packed
     else:
