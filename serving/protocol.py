@@ -81,12 +81,13 @@ def rest_request(serialized: list[bytes]) -> dict:
                         for s in serialized]}
 
 
-def _decode_b64(item, where: str) -> bytes:
+def _decode_b64(item, where: str,
+                holding: str = "a serialized tf.Example") -> bytes:
   if isinstance(item, dict) and set(item) == {INPUT}:
     item = item[INPUT]  # {"examples": {"b64": ...}} in a named instance.
   if not (isinstance(item, dict) and isinstance(item.get("b64"), str)):
-    raise RequestError(f"{where}: expected {{\"b64\": \"...\"}} holding a "
-                       "serialized tf.Example")
+    raise RequestError(f"{where}: expected {{\"b64\": \"...\"}} holding "
+                       f"{holding}")
   try:
     return base64.b64decode(item["b64"], validate=True)
   except ValueError as e:
@@ -233,16 +234,6 @@ def rank_signature_for(arrays: dict) -> str:
           else RANK_SIGNATURE)
 
 
-def _packed_bytes(value, where: str) -> bytes:
-  if isinstance(value, dict) and isinstance(value.get("b64"), str):
-    try:
-      return base64.b64decode(value["b64"], validate=True)
-    except ValueError as e:
-      raise RequestError(f"{where}: invalid base64: {e}") from e
-  raise RequestError(f"{where}: expected {{\"b64\": \"...\"}}: the config "
-                     "values as int8 bytes, base64-encoded")
-
-
 def rest_rank_request(arrays: dict) -> dict:
   """The REST body (columnar) asking the `rank` signature of one graph, or
   `rank_packed` for arrays from `pack_configs`."""
@@ -261,7 +252,8 @@ def parse_rest_rank_request(body: dict) -> dict:
     raise RequestError("inputs: expected an object of named arrays (the "
                        "rank signature takes the columnar format)")
   packed = signature_of(body) == RANK_PACKED_SIGNATURE
-  return {k: (_packed_bytes(v, f"inputs[{k!r}]")
+  return {k: (_decode_b64(v, f"inputs[{k!r}]", "the config values as "
+                          "int8 bytes")
               if packed and k == PACKED_CONFIG_INPUT else _rank_array(k, v))
           for k, v in inputs.items()}
 
