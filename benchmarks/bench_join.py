@@ -4,7 +4,8 @@
       [--big-nodes 1000] [--big-configs 100000]
 
 For each join, an untrained default-architecture layout model (speed does
-not depend on the weights) ranks, after one warm-up:
+not depend on the weights) ranks, after one warm-up (median of 5 calls; 1
+for the 100k configs):
 
 * every config of a ~10k-node SIMULATED graph in-process (npz path ->
   scores: load, prune, the plain-tensor `rank` signature), and through
@@ -64,6 +65,9 @@ def make_model(graph_path: str, base: str, join: str,
 
 
 TRAIN_STEPS = 6
+# Timed rankings after the warm-up (the median is reported): 5 of the 1k
+# configs, 1 of the 100k (19 s long, so a call's swing matters less).
+REPEATS = 5
 LATE_KS = (16, 64, 128)  # Configs per example the late join trains with.
 
 
@@ -105,8 +109,10 @@ def _peak_rss_mb() -> float:
 
 
 def measure(args) -> dict:
-  """(child) Ranks one graph with one model (in-process or REST), twice."""
+  """(child) Ranks one graph with one model (in-process, REST or gRPC): a
+  warm-up, then `args.repeats` timed calls."""
   # pylint: disable=g-import-not-at-top
+  import numpy as np
   from conversion import options
   from conversion import prune
   from schemas import npz_format
@@ -116,19 +122,24 @@ def measure(args) -> dict:
     c = client.connect(args.server)
 
     def score():  # As `tpurank rank --server`: the `rank` signature.
-      sub = prune.prune(npz_format.load_graph(args.graph),
+      sub = prune.prune(npz_format.load_graph(args.graph,
+                                              config_values=False),
                         options.DEFAULT_HOPS)
       return saved_model_scorer.score_graph_arrays(
           c.rank, sub, client.configs_per_request(sub))
   else:
     scorer = saved_model_scorer.SavedModelScorer(args.model)
-    score = lambda: scorer.score_graph(npz_format.load_graph(args.graph),
-                                       "x:g")
+    score = lambda: scorer.score_graph(npz_format.load_graph(
+        args.graph, config_values=False), "x:g")
   score()  # Warm-up: tracing, first allocation.
-  start = time.perf_counter()
-  scores = score()
-  seconds = time.perf_counter() - start
-  return {"seconds": seconds, "configs": len(scores),
+  times = []
+  for _ in range(args.repeats):
+    start = time.perf_counter()
+    scores = score()
+    times.append(time.perf_counter() - start)
+  # The median: one call on 2 shared cores swings by 20-50%.
+  return {"seconds": float(np.median(times)), "first_s": times[0],
+          "times": times, "configs": len(scores),
           "finite": bool((scores == scores).all()),
           "peak_rss_mb": _peak_rss_mb()}
 
@@ -156,6 +167,8 @@ def main():
   parser.add_argument("--join", help=argparse.SUPPRESS)
   parser.add_argument("--k", type=int, help=argparse.SUPPRESS)
   parser.add_argument("--work", help=argparse.SUPPRESS)
+  parser.add_argument("--repeats", type=int, default=REPEATS,
+                      help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
     print(json.dumps(train_speed(args) if args.train else measure(args)))
@@ -205,7 +218,8 @@ def main():
       finally:
         server.terminate()
         server.wait()
-      r = _child("--graph", graphs["big"], "--model", model)
+      r = _child("--graph", graphs["big"], "--model", model, "--repeats",
+                 "1")
       row["big_s"], row["big_rss_mb"] = r["seconds"], r["peak_rss_mb"]
       for k in LATE_KS if join == "late" else LATE_KS[:1]:
         r = _child("--train", "--graph", graphs["train"], "--join", join,
@@ -220,7 +234,9 @@ def main():
       "# Late vs early join: layout ranking speed and memory", "",
       "SIMULATED graphs (`tpurank synth`), untrained default-architecture "
       "models (speed does not depend on the weights); 2 CPU cores; each "
-      "figure after one warm-up, in its own process.", "",
+      f"ranking figure is the median of {REPEATS} calls after one warm-up "
+      "(the bulk one: 1 call), in its own process; the first call after "
+      "the warm-up is in the JSON (`first_s`).", "",
       f"Command: `{cmd}`  ", f"Date: {time.strftime('%Y-%m-%d %H:%M')}  ",
       f"Graphs: {graphs['mid_desc']} (rank, REST); {graphs['big_desc']} "
       "(bulk).", "",

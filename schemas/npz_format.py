@@ -204,7 +204,7 @@ def _check_finite(chk: _Checker, key: str, values: np.ndarray, offset=0):
 
 
 def _check_values(chk: _Checker, reader: NpzReader, kind: str, ok: dict,
-                  sizes: dict):
+                  sizes: dict, config_values: bool = True):
   """Value checks on every field whose header passed."""
   n = sizes.get("n", (0,))[0]
   arrays = {}
@@ -251,7 +251,7 @@ def _check_values(chk: _Checker, reader: NpzReader, kind: str, ok: dict,
   if "config_runtime" in ok and sizes.get("c", (0,))[0] == 0:
     chk.add("config_runtime", "at least 1 config", "0 configs")
   _check_measured(chk, arrays)
-  if "node_config_feat" in ok:
+  if "node_config_feat" in ok and config_values:
     _check_layout_configs(chk, reader)
 
 
@@ -340,21 +340,32 @@ def split_boundaries(splits: np.ndarray, num_nodes: int) -> np.ndarray:
   return np.append(splits, np.int64(num_nodes))
 
 
+def _check_config_block(chk: _Checker, block: np.ndarray,
+                        configs: np.ndarray):
+  """Checks rows of node_config_feat (config indices `configs`): finite,
+  and -1 or a dimension index 0..5. Adds the first problem found."""
+  flat = block.reshape(-1)
+  row_items = max(flat.size // max(len(block), 1), 1)
+  bad = np.flatnonzero(~np.isfinite(flat))
+  if bad.size:
+    chk.add("node_config_feat", "finite numbers", f"{flat[bad[0]]} in "
+            f"config {configs[bad[0] // row_items]}")
+    return
+  bad = np.flatnonzero((flat != np.round(flat)) | (flat < -1) |
+                       (flat >= features.MAX_RANK))
+  if bad.size:
+    chk.add("node_config_feat",
+            f"-1 or a dimension index 0..{features.MAX_RANK - 1}",
+            f"{flat[bad[0]]} in config {configs[bad[0] // row_items]}")
+
+
 def _check_layout_configs(chk: _Checker, reader: NpzReader):
-  """Streams node_config_feat: values are -1 or a dimension index 0..5."""
+  """Streams node_config_feat through `_check_config_block`."""
   row = 0
   try:
     for block in reader.iter_rows("node_config_feat", _CHUNK):
-      flat = block.reshape(-1)
-      _check_finite(chk, "node_config_feat", block, offset=row * (
-          flat.size // max(len(block), 1)))
-      bad = np.flatnonzero((flat != np.round(flat)) | (flat < -1) |
-                           (flat >= features.MAX_RANK))
-      if bad.size:
-        config = row + bad[0] // max(flat.size // len(block), 1)
-        chk.add("node_config_feat",
-                f"-1 or a dimension index 0..{features.MAX_RANK - 1}",
-                f"{flat[bad[0]]} in config {config}")
+      _check_config_block(chk, block, np.arange(row, row + len(block)))
+      if chk.problems:
         return
       row += len(block)
   except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
@@ -362,12 +373,15 @@ def _check_layout_configs(chk: _Checker, reader: NpzReader):
             f"unreadable data ({e})")
 
 
-def validate_file(path: str, kind: Optional[str] = None) -> list[Problem]:
+def validate_file(path: str, kind: Optional[str] = None,
+                  config_values: bool = True) -> list[Problem]:
   """Checks one `.npz` graph against the TpuGraphs format.
 
   Args:
     path: The file.
     kind: "tile" or "layout"; guessed from the path, then the keys, if None.
+    config_values: Also stream node_config_feat to check its values (False:
+      its header only; `Graph` then checks the rows as it streams them).
 
   Returns:
     Every problem found (empty if the file is valid).
@@ -393,7 +407,7 @@ def validate_file(path: str, kind: Optional[str] = None) -> list[Problem]:
     sizes = {}
     try:
       ok = {f.key: f for f in fields if _check_header(chk, reader, f, sizes)}
-      _check_values(chk, reader, kind, ok, sizes)
+      _check_values(chk, reader, kind, ok, sizes, config_values)
     except Exception as e:  # pylint: disable=broad-except
       # Whatever a hostile file triggers (e.g. a zlib error inside a
       # member) is that file's problem, never a crash of the caller.
@@ -431,6 +445,8 @@ class Graph:
     node_config_ids: [nc] int32 (layout) or None.
     node_splits: [s] int64 computation boundaries, 0 first and the node
       count last (layout) or None.
+    check_streamed: Check node_config_feat's values as they are read
+      (`load_graph(..., config_values=False)` left them unchecked).
   """
   path: str
   kind: str
@@ -442,6 +458,7 @@ class Graph:
   config_feat: Optional[np.ndarray] = None
   node_config_ids: Optional[np.ndarray] = None
   node_splits: Optional[np.ndarray] = None
+  check_streamed: bool = False
 
   @property
   def num_nodes(self) -> int:
@@ -466,17 +483,42 @@ class Graph:
       for start in range(0, self.num_configs, chunk):
         yield self.config_feat[start:start + chunk]
     else:
+      start = 0
       with NpzReader(self.path) as reader:
-        for block in reader.iter_rows("node_config_feat", chunk):
-          yield block.astype(np.float32, copy=False)
+        blocks = reader.iter_rows("node_config_feat", chunk)
+        while True:
+          try:
+            block = next(blocks, None)
+          except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+            if not self.check_streamed:
+              raise
+            raise fail(self.path, "node_config_feat", "a readable .npy "
+                       "array", f"unreadable data ({e})") from e
+          if block is None:
+            return
+          yield self._checked(block, np.arange(start, start + len(block)))
+          start += len(block)
 
   def take_config_feat(self, indices: np.ndarray) -> np.ndarray:
     """Returns the config features of the configs at `indices`."""
     if self.kind == TILE:
       return self.config_feat[indices]
     with NpzReader(self.path) as reader:
-      return reader.take_rows("node_config_feat", indices).astype(
-          np.float32, copy=False)
+      return self._checked(reader.take_rows("node_config_feat", indices),
+                           np.asarray(indices))
+
+  def _checked(self, block: np.ndarray, configs: np.ndarray) -> np.ndarray:
+    """float32 config rows, checked first if `check_streamed`.
+
+    Raises:
+      InputError: Naming the file, node_config_feat and the config.
+    """
+    if self.check_streamed:
+      chk = _Checker(self.path)
+      _check_config_block(chk, block, configs)
+      if chk.problems:
+        raise InputError(chk.problems[0])
+    return block.astype(np.float32, copy=False)
 
   def read_extra(self, key: str) -> Optional[np.ndarray]:
     """Reads a sidecar array outside the format, None if absent."""
@@ -497,13 +539,16 @@ def extra_path(path: str, key: str) -> str:
 
 
 def load_graph(path: str, kind: Optional[str] = None,
-               validate: bool = True) -> Graph:
+               validate: bool = True, config_values: bool = True) -> Graph:
   """Loads a graph's structure and runtimes; config features stay on disk.
 
   Args:
     path: An `.npz` file.
     kind: "tile" or "layout", or None to infer it.
     validate: Check the whole file first (streams the config features once).
+    config_values: With `validate`, check node_config_feat's values in that
+      pass too; False: as they are read (`Graph.iter_config_feat`), which
+      saves a pass of decompression for a caller that reads them once.
 
   Returns:
     The graph, with integer fields widened to the README's dtypes.
@@ -513,11 +558,13 @@ def load_graph(path: str, kind: Optional[str] = None,
   """
   path = str(path)
   if validate:
-    problems = validate_file(path, kind)
+    problems = validate_file(path, kind, config_values)
     if problems:
       raise InputError(problems[0])
   try:
-    return _read_graph(path, kind)
+    graph = _read_graph(path, kind)
+    graph.check_streamed = validate and not config_values
+    return graph
   except InputError:
     raise
   except Exception as e:  # pylint: disable=broad-except  (e.g. changed file)

@@ -110,7 +110,10 @@ class ServingModule(tf.Module):
                   else "node_config_feat")
 
     def rank_arrays(arrays):
-      for key in ("node_feat", config_key):
+      # Layout config values are checked in the expansion
+      # (`config_rows.check_config_values`: -1..5, so NaN and Inf too).
+      for key in ("node_feat",) + (
+          (config_key,) if kind == npz_format.TILE else ()):
         tf.debugging.assert_all_finite(
             arrays[key], f"{key}: expected finite values, found NaN or Inf")
       if kind == npz_format.LAYOUT and hops >= 0:

@@ -226,3 +226,28 @@ def test_collection_paths():
       "layout:xla:random:unet")
   with pytest.raises(ValueError):
     npz_format.collection_kind("layout:xla")
+
+
+@pytest.mark.parametrize("bad", [7.0, np.nan, 0.5])
+def test_config_values_left_to_the_stream_are_checked_as_they_stream(
+    make_npz, layout_npz, bad):
+  d = load_dict(layout_npz)
+  feat = d["node_config_feat"].copy()
+  feat[2, 0, 4] = bad
+  path = make_npz(dict(d, node_config_feat=feat))
+  with pytest.raises(InputError, match="node_config_feat"):
+    npz_format.load_graph(path)
+  g = npz_format.load_graph(path, config_values=False)  # Header checks only.
+  assert g.check_streamed
+  first = next(g.iter_config_feat(2))  # Configs 0-1 are good.
+  np.testing.assert_array_equal(first, feat[:2])
+  for read in (lambda: list(g.iter_config_feat(2)),
+               lambda: g.take_config_feat(np.array([0, 2]))):
+    with pytest.raises(InputError) as e:
+      read()
+    assert e.value.problem.field == "node_config_feat"
+    assert e.value.problem.path == path and "in config 2" in str(e.value)
+  # Unchecked structure is still refused up front.
+  with pytest.raises(InputError, match="node_config_ids"):
+    npz_format.load_graph(make_npz(dict(d, node_config_ids=d[
+        "node_config_ids"][:-1])), config_values=False)

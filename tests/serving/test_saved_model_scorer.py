@@ -123,3 +123,18 @@ def test_rank_keeps_the_tile_default_unless_confident(tile_npz, tmp_path,
                    "--default-config", str(g.num_configs)]) == 2
   err = capsys.readouterr().err
   assert "--default-config" in err and len(err.strip().splitlines()) == 1
+
+
+def test_rank_refuses_a_bad_config_value_in_one_line(exported, layout_npz,
+                                                     make_npz, capsys):
+  # pylint: disable=g-import-not-at-top
+  from tests.conftest import load_dict
+  _, path, _ = exported
+  d = load_dict(layout_npz)
+  feat = d["node_config_feat"].copy()
+  feat[-1, 0, 0] = 9.0
+  bad = make_npz(dict(d, node_config_feat=feat))
+  assert cli.main(["rank", "--graph", bad, "--model", path]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and bad in err[0] and "node_config_feat" in err[0]
+  assert f"in config {len(feat) - 1}" in err[0]

@@ -148,7 +148,10 @@ def test_rank_signature_refuses_non_finite_features(tmp_path):
                              num_edges=True), unit_stats())
   path = export.save(sm, "layout", str(tmp_path / "m" / "1"), {})
   rank = tf.saved_model.load(path).signatures["rank"]
-  arrays = _arrays(graph)
-  arrays["node_feat"][0, 3] = np.nan
-  with pytest.raises(tf.errors.InvalidArgumentError, match="node_feat"):
-    rank(**{k: tf.constant(v) for k, v in arrays.items()})
+  for key, value in (("node_feat", np.nan), ("node_config_feat", np.nan),
+                     ("node_config_feat", np.inf)):
+    arrays = _arrays(graph)
+    arrays[key] = arrays[key].astype(np.float32)
+    arrays[key].reshape(-1)[3] = value
+    with pytest.raises(tf.errors.InvalidArgumentError, match=key):
+      rank(**{k: tf.constant(v) for k, v in arrays.items()})

@@ -52,7 +52,8 @@ def run(args) -> int:
   if (args.model is None) == (args.server is None):
     raise fail("tpurank rank", "--model/--server", "exactly one of them",
                "both" if args.model else "neither")
-  graph = npz_format.load_graph(args.graph)
+  # Config values are checked as they stream to the model: one pass.
+  graph = npz_format.load_graph(args.graph, config_values=False)
   collection = args.collection or (
       "tile:xla" if graph.kind == "tile" else "layout")
   gid = npz_format.graph_id(collection, args.graph)
