@@ -81,7 +81,7 @@ def _stage(stage: str, graph: str, work: str) -> dict:
         steps_per_epoch=TRAIN_STEPS, max_minutes=60, verbose=0,
         export_path=os.path.join(work, "export", "1"),
         hops=options.DEFAULT_HOPS)
-    _, biggest = input_fn.scan_examples([records], "layout")
+    _, biggest = input_fn.scan_examples([records], "layout", cfg.k)
     ds = input_fn.train_dataset(
         [records], "layout", cfg.batch_size, cfg.k, seed=0,
         size_constraints=input_fn.constraints_for(biggest, cfg.batch_size))

@@ -1,8 +1,9 @@
 """Beam conversion: TpuGraphs graph files -> serialized GraphTensor examples.
 
 `ConvertSplits` is the PTransform that the `tpurank convert` job and the TFX
-ExampleGen share. Each graph file becomes one example per chunk of configs
-(`conversion/examples.py`); a file that cannot be read or fails validation
+ExampleGen share. Each graph file becomes examples (`conversion/examples.py`:
+a train graph one, holding its sampled configs; a valid/test graph one per
+chunk of configs); a file that cannot be read or fails validation
 becomes a dead-letter record (JSON: file, field, reason) instead. Files are
 `.npz` (one graph) or raw tuning `.pb` (one graph, or one per tile
 kernel); an unreadable file counts as one graph, in dead letters.

@@ -1,11 +1,15 @@
-"""One graph -> serialized GraphTensor examples, one per chunk of K configs.
+"""One graph -> serialized GraphTensor examples.
 
 Shared by the Beam conversion and by tests/benchmarks that need records
-without Beam. Train graphs give configs in a deterministic shuffled order
-(seeded by the graph id), bounded to `max_examples` chunks, with identical
-configs merged first (one representative, runtimes averaged) so that no list
-holds two copies of a config with contradicting labels; valid/test graphs
-give every config, in order, so evaluation and scoring see them all.
+without Beam. A train graph gives one example: the graph once, with its
+sampled configs in a deterministic shuffled order (seeded by the graph id),
+at most `max_examples` chunks of K, identical configs merged first (one
+representative, runtimes averaged) so that no list holds two copies of a
+config with contradicting labels. The input pipeline cuts it into chunks of
+K configs (`trainer.input_fn.config_chunks`), so the graph is stored once,
+not once per chunk. Valid/test graphs give every config, in order, in
+examples of K (the served `examples` signature's unit), so evaluation and
+scoring see them all.
 """
 
 import dataclasses
@@ -87,12 +91,12 @@ def graph_examples(graph: npz_format.Graph, gid: str, k: int, split: str,
                    hops: int = options.DEFAULT_HOPS, seed: int = 0,
                    max_examples: Optional[int] = None,
                    merged: Optional[Merged] = None) -> Iterator[bytes]:
-  """Yields the serialized examples of one graph.
+  """Yields the serialized examples of one graph (train: one).
 
   Args:
     graph: The loaded graph.
     gid: Its id, `<collection>:<stem>`.
-    k: Configs per example.
+    k: Configs per example (train: per chunk).
     split: "train", "valid" or "test".
     hops: Layout graphs keep their configurable nodes' `hops`-hop
       neighbourhood (-1: the whole graph).
@@ -112,13 +116,12 @@ def graph_examples(graph: npz_format.Graph, gid: str, k: int, split: str,
                            max_examples)
   sub = prune.prune(graph, hops)
   if split == TRAIN:
-    wanted = np.concatenate(chunks) if chunks else np.zeros(0, np.int64)
-    feats = graph.take_config_feat(wanted)
-    start = 0
-    for idx in chunks:
+    # One example: its configs are the chunks' in order, so cutting it
+    # into K-config pieces gives back each chunk.
+    if chunks:
+      wanted = np.concatenate(chunks)
       yield graph_tensor.serialize(graph_tensor.build(
-          sub, gid, idx, feats[start:start + len(idx)]))
-      start += len(idx)
+          sub, gid, wanted, graph.take_config_feat(wanted)))
   else:
     # In order: stream the config features chunk by chunk.
     for idx, feat in zip(chunks, graph.iter_config_feat(k)):

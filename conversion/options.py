@@ -8,12 +8,14 @@ import dataclasses
 import json
 from typing import Optional
 
-# Configs per train example, by kind. A train example's configs are fixed
-# at conversion, so the ranking loss compares a config with its K - 1
-# chunk-mates. A late-join layout model shares work between the configs of
-# an example (`trainer/config_rows`): 64 configs make a step ~2.4x as long
-# as 16 and give the loss 16x the pairs; at equal training time (1 minute,
-# 2 seeds, simulated small collections) the valid Kendall tau rose on
+# Configs per train example, by kind. A train record holds a graph once
+# with its sampled configs, cut by the input pipeline into examples of K in
+# the record's (shuffled) order, so the ranking loss compares a config with
+# its K - 1 chunk-mates. A late-join layout model shares work between the
+# configs of an example (`trainer/config_rows`): 64 configs make a step
+# ~2.4x as long as 16 and give the loss 16x the pairs; at equal training
+# time (1 minute, 2 seeds, simulated small collections) the valid Kendall
+# tau rose on
 # layout:xla:random (0.877 -> 0.900) and held on layout:nlp:default
 # (0.633 -> 0.638). An early-join model copies the graph per config:
 # EARLY_JOIN_K.
@@ -37,10 +39,10 @@ RANK_BATCH = {"late": 1, "early": 4}
 # ops alone had.
 DEFAULT_HOPS = 1
 SEED = 0
-# Train examples (chunks of K configs) kept per graph: bounds the output of
-# graphs with many configs. Layout graphs keep up to 64 chunks (1,024
-# configs), which gives the ranking loss many more distinct pairs than 24
-# did (see benchmarks/results/quality.md).
+# Train examples (chunks of K configs) kept per graph: bounds the configs
+# sampled from graphs with many (K x this). Layout graphs keep up to 64
+# chunks (1,024 configs at K=16, 4,096 at 64), which gives the ranking loss
+# many more distinct pairs than 24 did (see benchmarks/results/quality.md).
 MAX_EXAMPLES = {"tile": 8, "layout": 64}
 HOPS_HELP = ("layout: keep the configurable ops, the elementwise chains their "
              "layouts spread to, and every op within this many hops of those "

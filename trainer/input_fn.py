@@ -1,8 +1,9 @@
 """Reading GraphTensor TFRecords into model inputs and ranking labels.
 
-Records are serialized `tf.Example`s of `schemas/*.pbtxt` (one graph with up
-to K configs each), GZIP-compressed as TFX writes them or plain; each file's
-compression is detected from its first bytes.
+Records are serialized `tf.Example`s of `schemas/*.pbtxt` (one graph with
+some of its configs each: train records all of a graph's sampled configs,
+cut here into examples of K), GZIP-compressed as TFX writes them or plain;
+each file's compression is detected from its first bytes.
 """
 
 import glob
@@ -122,6 +123,84 @@ def model_input(kind: str, serialized: tf.Tensor,
   return graph_ops.expand(kind, parse_batch(kind, serialized), join)
 
 
+def _configs_slice(kind: str, graph: tfgnn.GraphTensor, start,
+                   end) -> tfgnn.GraphTensor:
+  """Configs [start, end) of a parsed one-graph example, as an example.
+
+  Layout rows are config-major (`graph_tensor.build`): a config's node
+  config rows and their `configures` / `part_of` edges are consecutive.
+  """
+  config = graph.node_sets["config"]
+  take = lambda x, a, b: x[a:b]
+  node_sets = {"op": graph.node_sets["op"]}
+  edge_sets = {"feed": graph.edge_sets["feed"]}
+  node_sets["config"] = tfgnn.NodeSet.from_fields(
+      sizes=tf.reshape(end - start, [1]),
+      features={name: take(value, start, end)
+                for name, value in config.features.items()})
+  if kind == "layout":
+    rows = graph.node_sets["node_config"]
+    nc = rows.total_size // tf.maximum(config.total_size, 1)
+    a, b = start * nc, end * nc
+    node_sets["node_config"] = tfgnn.NodeSet.from_fields(
+        sizes=tf.reshape(b - a, [1]),
+        features={"feat": take(rows["feat"], a, b)})
+    for name, target_shift in (("configures", 0), ("part_of", start)):
+      adj = graph.edge_sets[name].adjacency
+      edge_sets[name] = tfgnn.EdgeSet.from_fields(
+          sizes=tf.reshape(b - a, [1]),
+          adjacency=tfgnn.Adjacency.from_indices(
+              source=("node_config", take(adj.source, a, b) - a),
+              target=(adj.target_name,
+                      take(adj.target, a, b) - target_shift)))
+  return tfgnn.GraphTensor.from_pieces(context=graph.context,
+                                       node_sets=node_sets,
+                                       edge_sets=edge_sets)
+
+
+def config_chunks(kind: str, graph: tfgnn.GraphTensor,
+                  k: int) -> tf.data.Dataset:
+  """A parsed one-graph example cut into examples of its next k configs.
+
+  Train records hold each graph once with all its sampled configs
+  (`conversion.examples`); cut here, each chunk is the example conversion
+  used to write with the graph copied into it. A record of at most k
+  configs is one chunk, itself.
+  """
+  configs = graph.node_sets["config"].total_size
+  return tf.data.Dataset.range(
+      (tf.cast(configs, tf.int64) + k - 1) // k).map(
+          lambda i: _configs_slice(
+              kind, graph, tf.cast(i, configs.dtype) * k,
+              tf.minimum(tf.cast(i + 1, configs.dtype) * k, configs)))
+
+
+def train_examples(files: Sequence[str], kind: str, k: int,
+                   shuffle_files: bool = False, seed: Optional[int] = None,
+                   shard: Optional[tuple[int, int]] = None
+                   ) -> tf.data.Dataset:
+  """Parsed train examples of at most k configs each (scalar GraphTensors).
+
+  Args:
+    files: TFRecord files.
+    kind: "tile" or "layout".
+    k: Configs per example (`config_chunks`).
+    shuffle_files: Read the files in a random order.
+    seed: Its seed.
+    shard: This input pipeline's share of the records (`read_records`).
+  """
+  ds = read_records(files, shuffle_files=shuffle_files, seed=seed,
+                    shard=shard)
+  spec = graph_tensor.graph_spec(kind)
+  ds = ds.map(plain_graph_fn(
+      lambda s: tfgnn.parse_single_example(spec, s)),
+              num_parallel_calls=tf.data.AUTOTUNE)
+  # Chunks of a few graphs at a time, alternating: batches mix graphs.
+  return ds.interleave(
+      plain_graph_fn(lambda g: config_chunks(kind, g, k)),
+      cycle_length=4, block_length=1)
+
+
 def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
                   shuffle_buffer: int = 256, seed: Optional[int] = None,
                   repeat: bool = True,
@@ -133,8 +212,9 @@ def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
   Args:
     files: TFRecord files.
     kind: "tile" or "layout".
-    batch_size: Examples (graphs with their K configs) per batch.
-    k: Configs per example (examples with fewer are padded, labels -1).
+    batch_size: Examples (graphs with K of their configs) per batch.
+    k: Configs per example: records are cut into chunks of k
+      (`config_chunks`); chunks with fewer are padded, labels -1.
     shuffle_buffer: Examples in the shuffle buffer.
     seed: Shuffle seed.
     repeat: Repeat forever (epochs are counted in steps).
@@ -144,14 +224,17 @@ def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
     shard: (count, index): this worker's share of the examples (`batch_size`
       is then per worker), see `read_records`.
   """
-  ds = read_records(files, shuffle_files=True, seed=seed, shard=shard)
+  ds = train_examples(files, kind, k, shuffle_files=True, seed=seed,
+                      shard=shard)
   if repeat:
+    # After the cutting: an infinite dataset, which distribution
+    # strategies read without partial-batch handling.
     ds = ds.repeat()
   ds = ds.shuffle(shuffle_buffer, seed=seed).batch(batch_size,
                                                    drop_remainder=True)
 
-  def prepare(serialized):
-    graph = parse_batch(kind, serialized)
+  def prepare(batch):
+    graph = batch.merge_batch_to_components()
     labels = ranking.labels(kind, graph, k)
     model_graph = graph_ops.expand(kind, graph, join)
     if size_constraints is not None:
@@ -162,9 +245,10 @@ def train_dataset(files: Sequence[str], kind: str, batch_size: int, k: int,
                 num_parallel_calls=tf.data.AUTOTUNE).prefetch(2)
 
 
-def scan_examples(files: Sequence[str], kind: str,
+def scan_examples(files: Sequence[str], kind: str, k: int,
                   join: str = hparams.JOINS[0]) -> tuple[int, tuple]:
-  """One pass over the records: the example count and the largest sizes.
+  """One pass over the train examples (records cut into chunks of k): the
+  example count and the largest sizes.
 
   Returns:
     (examples, (components, {node set: nodes}, {edge set: edges})) where
@@ -173,21 +257,23 @@ def scan_examples(files: Sequence[str], kind: str,
   # Sizes are computed inside tf.data (parallel, no GraphTensor reaches
   # Python) and reduced in-graph: this pass runs before every training.
   # The set names come from the expanded graph's spec: nothing is parsed.
-  spec = read_records(files).batch(1).map(plain_graph_fn(
-      lambda s: model_input(kind, s, join))).element_spec
+  expand = plain_graph_fn(lambda g: graph_ops.expand(
+      kind, g.merge_batch_to_components(), join))
+  chunks = train_examples(files, kind, k).batch(1)
+  spec = chunks.map(expand).element_spec
   node_sets = sorted(spec.node_sets_spec)
   edge_sets = sorted(spec.edge_sets_spec)
 
-  def sizes(serialized):
-    g = model_input(kind, serialized, join)
+  def sizes(batch):
+    g = expand(batch)
     return tf.stack([tf.cast(g.num_components, tf.int64)] +
                     [tf.cast(g.node_sets[n].total_size, tf.int64)
                      for n in node_sets] +
                     [tf.cast(g.edge_sets[e].total_size, tf.int64)
                      for e in edge_sets])
 
-  ds = read_records(files).batch(1).map(
-      plain_graph_fn(sizes), num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+  ds = chunks.map(plain_graph_fn(sizes), num_parallel_calls=tf.data.AUTOTUNE,
+                  deterministic=False)
   count, top = ds.reduce(
       (tf.constant(0, tf.int64), tf.zeros([1 + len(node_sets) + len(
           edge_sets)], tf.int64)),
@@ -214,7 +300,7 @@ def constraints_for(biggest: tuple, batch_size: int) -> tfgnn.SizeConstraints:
 
 
 def size_constraints_for(files: Sequence[str], kind: str, batch_size: int,
-                         join: str = hparams.JOINS[0]
+                         k: int, join: str = hparams.JOINS[0]
                          ) -> tfgnn.SizeConstraints:
   """Totals that fit any batch of `batch_size` examples of these files."""
-  return constraints_for(scan_examples(files, kind, join)[1], batch_size)
+  return constraints_for(scan_examples(files, kind, k, join)[1], batch_size)

@@ -267,7 +267,8 @@ def train(cfg: hparams.TrainConfig,
   per_replica = max(1, cfg.batch_size // replicas)
   stats = feature_stats.compute(cfg.train_files, kind)
   join = cfg.model.join
-  num_examples, biggest = input_fn.scan_examples(cfg.train_files, kind, join)
+  num_examples, biggest = input_fn.scan_examples(cfg.train_files, kind,
+                                                 cfg.k, join)
   constraints = (input_fn.constraints_for(biggest, per_replica)
                  if cfg.xla or cfg.tpu else None)
   steps = cfg.steps_per_epoch or max(1, num_examples // (per_replica *

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from conversion import graph_files
 from conversion import records
+from schemas import graph_tensor
 from schemas.errors import InputError
 from tests.conftest import tiny_collection
 
@@ -47,11 +48,20 @@ def test_unknown_flag_is_an_error_naming_it(data, tmp_path):
   assert "Traceback" not in err and not os.path.exists(out)
 
 
+def _train_configs(out):
+  """Configs in the train records (each holds a graph's sample)."""
+  files = glob.glob(os.path.join(out, "train", "examples-*.tfrecord.gz"))
+  kind = COLLECTION.split(":")[0]
+  return sum(int(graph_tensor.parse(kind, s).node_sets["config"].total_size)
+             for s in tf.data.TFRecordDataset(files, compression_type="GZIP"))
+
+
 def test_a_used_output_is_refused_and_overwrite_replaces_it(data, tmp_path):
   out = str(tmp_path / "out")
-  code, _, err = _convert(data, out, "--k", "4")
+  code, _, err = _convert(data, out, "--k", "4", "--max-examples", "1")
   assert code == 0, err
   first = json.load(open(os.path.join(out, "conversion.json")))
+  first_configs = _train_configs(out)
   code, _, err = _convert(data, out, "--k", "8")
   assert code == 2 and "--overwrite" in err and "earlier run" in err, err
   code, _, err = _convert(data, out, "--k", "8", "--overwrite")
@@ -60,8 +70,11 @@ def test_a_used_output_is_refused_and_overwrite_replaces_it(data, tmp_path):
   assert second["options"]["k"] == 8
   # Only this run's shards: the records match its own counts.
   assert _records(out) == sum(s["examples"] for s in second["splits"].values())
-  assert second["splits"]["train"]["examples"] != first["splits"]["train"][
+  # A train record per graph, with at most k x max-examples configs.
+  assert second["splits"]["train"]["examples"] == first["splits"]["train"][
       "examples"]
+  assert _train_configs(out) > first_configs == 4 * first["splits"][
+      "train"]["examples"]
 
 
 def test_records_are_reused_only_for_the_same_data_and_options(data,

@@ -22,7 +22,7 @@ _SCRIPT = textwrap.dedent("""
     path, kind, k = sys.argv[1], sys.argv[2], 5
     serialized = next(iter(input_fn.read_records([path]).batch(4)))
     halves = [serialized[:2], serialized[2:]]
-    constraints = input_fn.size_constraints_for([path], kind, 2)
+    constraints = input_fn.size_constraints_for([path], kind, 2, k)
 
     def batch(s):
       graph = input_fn.parse_batch(kind, s)
@@ -77,7 +77,7 @@ _SCRIPT = textwrap.dedent("""
 
 
 def _run(tmp_path, kind):
-  path, _ = make_records(tmp_path, kind, graphs=2, k=5)
+  path, _ = make_records(tmp_path, kind, graphs=2, k=5, split="valid")
   root = os.path.dirname(os.path.dirname(os.path.dirname(
       os.path.abspath(__file__))))
   r = subprocess.run([sys.executable, "-c", _SCRIPT, path, kind],

@@ -12,11 +12,13 @@ from trainer import tile_features
 
 
 def _batch(path, n):
+  """The first n examples of valid records (K configs each)."""
   return next(iter(input_fn.read_records([path]).batch(n)))
 
 
 def test_layout_expansion_copies_graph_per_config(tmp_path):
-  path, _ = make_records(tmp_path, "layout", graphs=2, k=5)
+  path, _ = make_records(tmp_path, "layout", graphs=2, k=5,
+                         split="valid")
   serialized = _batch(path, 3)
   merged = input_fn.parse_batch("layout", serialized)
   out = graph_ops.expand("layout", merged, "early")
@@ -63,7 +65,8 @@ def test_layout_expansion_copies_graph_per_config(tmp_path):
 
 
 def test_tile_expansion_keeps_one_component_per_example(tmp_path):
-  path, _ = make_records(tmp_path, "tile", graphs=2, k=4)
+  path, _ = make_records(tmp_path, "tile", graphs=2, k=4,
+                         split="valid")
   merged = input_fn.parse_batch("tile", _batch(path, 3))
   out = graph_ops.expand("tile", merged)
   assert int(out.num_components) == 3
@@ -74,7 +77,8 @@ def test_tile_expansion_keeps_one_component_per_example(tmp_path):
 
 
 def test_labels_are_normalised_non_negative_and_padded(tmp_path):
-  path, _ = make_records(tmp_path, "layout", graphs=2, k=5)
+  path, _ = make_records(tmp_path, "layout", graphs=2, k=5,
+                         split="valid")
   merged = input_fn.parse_batch("layout", _batch(path, 4))
   k = 7
   labels = ranking.labels("layout", merged, k).numpy()
@@ -93,7 +97,8 @@ def test_labels_are_normalised_non_negative_and_padded(tmp_path):
 
 
 def test_tile_labels_use_normalised_runtimes(tmp_path):
-  path, _ = make_records(tmp_path, "tile", graphs=1, k=5)
+  path, _ = make_records(tmp_path, "tile", graphs=1, k=5,
+                         split="valid")
   merged = input_fn.parse_batch("tile", _batch(path, 1))
   cfg = merged.node_sets["config"]
   norm = cfg["runtime"].numpy() / cfg["normalizer"].numpy()
@@ -212,7 +217,8 @@ def test_cost_scales_are_linear_sizes_relative_to_their_graph():
 
 
 def test_tile_config_features_by_hand(tmp_path):
-  path, graphs = make_records(tmp_path, "tile", graphs=1, k=4)
+  path, graphs = make_records(tmp_path, "tile", graphs=1, k=4,
+                         split="valid")
   merged = input_fn.parse_batch("tile", _batch(path, 1))
   phys = tile_features.tile_config_features(merged).numpy()
   g = graphs[0]

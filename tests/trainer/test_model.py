@@ -14,7 +14,8 @@ from trainer import model as model_lib
 
 
 def _inputs(tmp_path, kind, n=3, join=hparams.JOINS[0]):
-  path, _ = make_records(tmp_path, kind, graphs=2, k=5)
+  # Valid records: examples of K configs, read as they are.
+  path, _ = make_records(tmp_path, kind, graphs=2, k=5, split="valid")
   return path, input_fn.model_input(
       kind, next(iter(input_fn.read_records([path]).batch(n))), join)
 
@@ -25,7 +26,7 @@ KINDS = [("tile", "late"), ("layout", "late"), ("layout", "early")]
 @pytest.mark.parametrize("kind,join", KINDS)
 def test_padding_does_not_change_real_scores(tmp_path, kind, join):
   path, graph = _inputs(tmp_path, kind, join=join)
-  constraints = input_fn.size_constraints_for([path], kind, 3, join)
+  constraints = input_fn.size_constraints_for([path], kind, 3, 5, join)
   padded, mask = tfgnn.pad_to_total_sizes(graph, constraints)
   assert int(padded.num_components) > int(graph.num_components)
   sm = model_lib.build_score_model(hparams.ModelConfig(kind=kind, join=join),
@@ -46,7 +47,7 @@ def test_padding_does_not_change_real_scores(tmp_path, kind, join):
 @pytest.mark.parametrize("kind,join", KINDS)
 def test_padded_train_step_compiles_with_xla(tmp_path, kind, join):
   path, _ = make_records(tmp_path, kind, graphs=2, k=5)
-  constraints = input_fn.size_constraints_for([path], kind, 2, join)
+  constraints = input_fn.size_constraints_for([path], kind, 2, 5, join)
   ds = input_fn.train_dataset([path], kind, 2, 5,
                               size_constraints=constraints, seed=0,
                               join=join)
@@ -90,7 +91,7 @@ def test_layout_score_reads_its_own_config_alone(tmp_path, config_only,
   # Changing config 1's values moves config 1's score and no other,
   # although every config shares the graph's encoding (and, late join,
   # the rows of the configs it agreed with).
-  path, _ = make_records(tmp_path, "layout", graphs=2, k=5)
+  path, _ = make_records(tmp_path, "layout", graphs=2, k=5, split="valid")
   merged = input_fn.parse_batch(
       "layout", next(iter(input_fn.read_records([path]).batch(3))))
   feat = merged.node_sets["node_config"]["feat"].numpy()

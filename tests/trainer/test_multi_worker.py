@@ -132,7 +132,7 @@ _STEP_SCRIPT = textwrap.dedent("""
     strategy = distribute.pick_strategy(multi_worker=mode == "workers")
     tf.keras.utils.set_random_seed(0)
     per_replica = global_batch // strategy.num_replicas_in_sync
-    _, biggest = input_fn.scan_examples([path], kind)
+    _, biggest = input_fn.scan_examples([path], kind, k)
     constraints = input_fn.constraints_for(biggest, per_replica)
 
     def dataset_fn(ctx=None):  # train()'s, without shuffling.

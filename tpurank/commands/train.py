@@ -123,8 +123,9 @@ def run(args) -> int:
     if counts is None:
       print(f"{split}: reusing {path} (same data and options)")
     else:
+      # Train records hold a graph each, cut into examples of K in training.
       print(f"{split}: {counts['graphs']} graphs, {counts['examples']} "
-            f"examples -> {path}")
+            f"records -> {path}")
       for line in counts["skipped"]:
         print(f"skipped: {line}")
     files[split] = [path]
