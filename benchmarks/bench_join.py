@@ -206,6 +206,7 @@ def main():
       row = {"join": join}
       r = _child("--graph", graphs["mid"], "--model", model)
       row["rank_s"], row["rank_rss_mb"] = r["seconds"], r["peak_rss_mb"]
+      row["rank_times"] = r["times"]
       server = subprocess.Popen(
           [sys.executable, "-m", "tpurank.cli", "serve", "--model-base",
            base, "--port", "0", "--grpc-port", "0"], cwd=ROOT,
@@ -214,7 +215,7 @@ def main():
         info = json.loads(server.stdout.readline())
         for name in ("rest", "grpc"):
           r = _child("--graph", graphs["mid"], "--server", info[name])
-          row[f"{name}_s"] = r["seconds"]
+          row[f"{name}_s"], row[f"{name}_times"] = r["seconds"], r["times"]
       finally:
         server.terminate()
         server.wait()
