@@ -43,7 +43,7 @@ from trainer import metrics
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _valid_graphs(data, collection):
+def valid_graphs(data, collection):
   folder = npz_format.collection_dir(data, collection, "valid")
   return [npz_format.load_graph(f) for f in sorted(glob.glob(folder +
                                                              "/*.npz"))]
@@ -145,7 +145,7 @@ def main():
     synth.synth_collection(c, args.data, seed=0, scale="small",
                            progress=False)
     kind = npz_format.collection_kind(c)
-    graphs = _valid_graphs(args.data, c)
+    graphs = valid_graphs(args.data, c)
     ref = reference_metrics(kind, graphs, 0)
     if args.official_baseline:
       paths = sorted(glob.glob(npz_format.collection_dir(
@@ -167,7 +167,7 @@ def main():
   _write(args, results)
 
 
-def _fmt(values):
+def fmt(values):
   values = [v for v in values if v is not None]
   if not values:
     return "-"
@@ -196,16 +196,16 @@ def _write(args, results):
               "|---|" + "---|" * len(names)]
     for name, runs in r["runs"].items():
       lines.append(f"| {name} | " + " | ".join(
-          _fmt([run["valid_metrics"].get(n) for run in runs])
+          fmt([run["valid_metrics"].get(n) for run in runs])
           for n in names) + " |")
       guarded = [run["default_guard"] for run in runs
                  if run.get("default_guard")]
       if guarded:  # Tile: the ranking users get (trainer/default_guard).
         lines.append(f"| {name}, default guard | " + " | ".join(
-            _fmt([g["valid_metrics"].get(n) for g in guarded])
+            fmt([g["valid_metrics"].get(n) for g in guarded])
             for n in names) + " |")
     for name, m in r["reference"].items():
-      lines.append(f"| {name} | " + " | ".join(_fmt([m.get(n)])
+      lines.append(f"| {name} | " + " | ".join(fmt([m.get(n)])
                                                for n in names) + " |")
     lines.append("")
   lines += ["top1_error: how much slower the predicted best config is than "

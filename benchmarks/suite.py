@@ -49,6 +49,10 @@ SUITE = {
     "join": ("benchmarks.bench_join", [],
              ["--nodes", "2000", "--configs", "200", "--big-nodes", "500",
               "--big-configs", "5000", "--train-nodes", "2000"]),
+    # The default GNN on collections priced by each simulated chip, within
+    # the trainer's 10-minute budget (about 12 minutes per chip).
+    "chips": ("benchmarks.bench_chips", ["--minutes", "10"],
+              ["--minutes", "0.1", "--chips", "default"]),
     "realism": ("benchmarks.bench_realism", [], []),
     "real": ("benchmarks.bench_real", [], ["--train-minutes", "0.5"]),
     "scaling": ("benchmarks.bench_scaling",

@@ -1,10 +1,11 @@
 """Analytical cost of a whole program under per-node layout configurations.
 
-Model (all times in ns, constants in `hardware`):
+Model (all times in ns, constants from a `hardware.Chip`):
 
 * Every op costs a roofline: max(bytes moved / bandwidth, flops / peak) plus
   a launch overhead. Bytes are counted on the *physical* shape: the most-minor
-  dim of a layout pads to 128 and the second-minor to 8, so a layout that puts
+  dim of a layout pads to the chip's lanes (128 by default) and the
+  second-minor to its sublanes (8), so a layout that puts
   a small dim (3 channels, batch 1) minor wastes most of the memory traffic.
 * A configurable node (dot, convolution, reshape, transpose, copy) chooses
   its output layout (`out`), the layout it reads its first operand in
@@ -13,10 +14,12 @@ Model (all times in ns, constants in `hardware`):
   the layout that is cheapest for the node's own region (a local heuristic,
   blind to consumers); for other ops' `out`, XLA's default layout; for
   `in`/`kernel`, whatever layout the operand already has.
-* Elementwise consumers inherit their first operand's layout (layout
-  propagation), so one `out` choice sets the layout of a whole region.
+* Elementwise consumers (the chip's `propagates` set) inherit their first
+  operand's layout (layout propagation), so one `out` choice sets the layout
+  of a whole region.
 * Wherever a producer's layout and a consumer's required layout disagree, a
-  copy/transpose runs on that edge: both tensors cross memory once more.
+  copy/transpose runs on that edge: the tensor crosses memory `copy_passes`
+  times more.
   Reductions over the most-minor dim pay a cross-lane penalty; ops outside any
   region (and program outputs) want XLA's default layout.
 * Dots read fastest with the contracting dim minor, convolutions with the
@@ -39,16 +42,7 @@ from simulator import hardware as hw
 from simulator.programs import default_layout
 
 CONFIGURABLE = frozenset(("dot", "convolution", "reshape", "transpose", "copy"))
-_ELEMENTWISE = frozenset((
-    "add", "multiply", "subtract", "maximum", "minimum", "divide", "exponential",
-    "tanh", "logistic", "negate", "abs", "rsqrt", "sqrt", "log", "convert",
-    "power", "select", "compare"))
 _MAX_PERMS = 24  # Options per choice besides the default.
-# Slowdown of the matrix unit when an operand's preferred dim is not minor.
-_DOT_BAD_INPUT = 0.35
-_CONV_BAD_INPUT = 0.8
-_KERNEL_BAD = 0.2
-_CROSS_LANE = 0.5
 
 
 @dataclasses.dataclass
@@ -114,59 +108,60 @@ def _perms(rank: int, rng: np.random.Generator) -> list:
   return [tuple(p) for p in perms]
 
 
-def _mem(inst: Instruction, perm, n_inputs: int) -> float:
+def _mem(inst: Instruction, perm, n_inputs: int, chip: hw.Chip) -> float:
   """Read inputs + write output, all at this layout's padded size."""
-  return hw.transfer_ns(hw.padded_bytes(inst.dims, perm, inst.element_type) *
-                        (1 + n_inputs))
+  return chip.transfer_ns(
+      chip.padded_bytes(inst.dims, perm, inst.element_type) * (1 + n_inputs))
 
 
-def _compute(inst: Instruction, insts: list, perm) -> float:
+def _compute(inst: Instruction, insts: list, perm, chip: hw.Chip) -> float:
   """Matrix-unit time of a dot/convolution with output layout `perm`."""
   if inst.opcode not in ("dot", "convolution"):
     return 0.0
-  out = np.prod(hw.padded_dims(inst.dims, perm), dtype=np.float64)
+  out = np.prod(chip.padded_dims(inst.dims, perm), dtype=np.float64)
   lhs = insts[inst.operands[0]]
   if inst.opcode == "dot":
     depth = lhs.dims[-1]
   else:
     kern = insts[inst.operands[1]]
     depth = np.prod(kern.dims[:3], dtype=np.float64)
-  return 2.0 * out * depth / hw.mxu_rate(inst.element_type)
+  return 2.0 * out * depth / chip.mxu_rate(inst.element_type)
 
 
-def _transpose(inst: Instruction) -> float:
-  """A copy that changes layout: read and write the tensor once more."""
-  return hw.OP_OVERHEAD_NS + hw.transfer_ns(
-      2 * hw.padded_bytes(inst.dims, default_layout(len(inst.dims)),
-                          inst.element_type))
+def _transpose(inst: Instruction, chip: hw.Chip) -> float:
+  """A copy that changes layout: the tensor crosses memory again."""
+  return chip.op_overhead_ns + chip.transfer_ns(
+      chip.copy_passes * chip.padded_bytes(
+          inst.dims, default_layout(len(inst.dims)), inst.element_type))
 
 
 def _read_penalty(consumer: Instruction, operand: Instruction, slot: int,
-                  perm, insts: list) -> float:
+                  perm, insts: list, chip: hw.Chip) -> float:
   """Extra ns for `consumer` reading `operand` (slot 1 in, 2 kernel) in perm."""
-  read = hw.transfer_ns(hw.padded_bytes(operand.dims, perm,
-                                        operand.element_type))
-  compute = _compute(consumer, insts, default_layout(len(consumer.dims)))
+  read = chip.transfer_ns(chip.padded_bytes(operand.dims, perm,
+                                            operand.element_type))
+  compute = _compute(consumer, insts, default_layout(len(consumer.dims)), chip)
   rank = len(operand.dims)
   if consumer.opcode == "dot":
     good = rank - 1 if slot == 1 else rank - 1  # contracting / output dim
-    bad = _DOT_BAD_INPUT if slot == 1 else _KERNEL_BAD
+    bad = chip.dot_bad_input if slot == 1 else chip.kernel_bad
   elif consumer.opcode == "convolution":
     good = 3 if slot == 1 else 3  # input feature / output feature dim
-    bad = _CONV_BAD_INPUT if slot == 1 else _KERNEL_BAD
+    bad = chip.conv_bad_input if slot == 1 else chip.kernel_bad
   else:
     return read
   return read + (0.0 if perm[0] == good else bad * compute)
 
 
-def build(insts: list, config_ids: np.ndarray,
-          rng: np.random.Generator) -> LayoutCostModel:
+def build(insts: list, config_ids: np.ndarray, rng: np.random.Generator,
+          chip: hw.Chip = hw.DEFAULT) -> LayoutCostModel:
   """Builds the cost model of a program with the given configurable nodes.
 
   Args:
     insts: The program, topologically ordered.
     config_ids: Indices of its configurable nodes (node_config_ids).
     rng: Picks option subsets for ranks with more than 24 permutations.
+    chip: Whose constants and propagation/copy rules price the program.
 
   Returns:
     The model; variables are ordered by (config slot, out/in/kernel).
@@ -183,7 +178,7 @@ def build(insts: list, config_ids: np.ndarray,
   for u in range(n):
     if u in config_slot:
       owner[u] = config_slot[u]
-    elif insts[u].opcode in _ELEMENTWISE and insts[u].operands:
+    elif insts[u].opcode in chip.propagates and insts[u].operands:
       first = insts[u].operands[0]
       if owner[first] >= 0 and insts[first].dims == insts[u].dims:
         owner[u] = owner[first]
@@ -198,8 +193,9 @@ def build(insts: list, config_ids: np.ndarray,
     x = int(x)
     inst = insts[x]
     perms = _perms(len(inst.dims), rng)
-    own = np.array([sum(_mem(insts[y], p, len(insts[y].operands)) +
-                        _compute(insts[y], insts, p) for y in members[k])
+    own = np.array([sum(_mem(insts[y], p, len(insts[y].operands), chip) +
+                        _compute(insts[y], insts, p, chip)
+                        for y in members[k])
                     for p in perms])
     # The compiler tunes dots and convolutions to their own region; it leaves
     # reshapes, transposes and copies in XLA's default layout.
@@ -237,10 +233,11 @@ def build(insts: list, config_ids: np.ndarray,
   for u, inst in enumerate(insts):
     if owner[u] < 0:
       perm = default_layout(len(inst.dims))
-      base += hw.OP_OVERHEAD_NS + max(_mem(inst, perm, len(inst.operands)),
-                                      _compute(inst, insts, perm))
+      base += chip.op_overhead_ns + max(
+          _mem(inst, perm, len(inst.operands), chip),
+          _compute(inst, insts, perm, chip))
     else:
-      base += hw.OP_OVERHEAD_NS
+      base += chip.op_overhead_ns
 
   # Reading choices (in / kernel): against the producer's layout.
   for k, x in enumerate(config_ids):
@@ -255,13 +252,13 @@ def build(insts: list, config_ids: np.ndarray,
 
       def read(p, inst=inst, operand=operand, slot=slot, penalty=penalty):
         if p not in penalty:
-          penalty[p] = _read_penalty(inst, operand, slot, p, insts)
+          penalty[p] = _read_penalty(inst, operand, slot, p, insts, chip)
         return penalty[p]
 
       def cost_given(src, var=var, operand=operand, read=read):
         src = tuple(src)
         return np.array([read(src)] + [
-            (0.0 if p == src else _transpose(operand)) + read(p)
+            (0.0 if p == src else _transpose(operand, chip)) + read(p)
             for p in var.perms])
 
       if owner[prod_id] < 0:
@@ -285,17 +282,17 @@ def build(insts: list, config_ids: np.ndarray,
             pos == 1 and config_slot[c] in kernel_var)):
           continue  # Priced by the consumer's reading choice above.
         if cinst.opcode == "reduce" and pos == 0:
-          pen = [_CROSS_LANE * _mem(insts[y], p, 0) if p[0] in
+          pen = [chip.cross_lane * _mem(insts[y], p, 0, chip) if p[0] in
                  cinst.dimensions else 0.0 for p in layouts]
           variables[ov].unary = variables[ov].unary + np.array(pen)
-        elif owner[c] >= 0 and cinst.opcode in _ELEMENTWISE:
+        elif owner[c] >= 0 and cinst.opcode in chip.propagates:
           other = out_var[int(owner[c])]
-          mat = np.array([[0.0 if p == q else _transpose(insts[y])
+          mat = np.array([[0.0 if p == q else _transpose(insts[y], chip)
                            for q in layouts_of(other)] for p in layouts])
           add_pair(ov, other, mat)
         else:
           want = default_layout(len(insts[y].dims))
-          pen = [0.0 if tuple(p) == want else _transpose(insts[y])
+          pen = [0.0 if tuple(p) == want else _transpose(insts[y], chip)
                  for p in layouts]
           variables[ov].unary = variables[ov].unary + np.array(pen)
 

@@ -1,8 +1,9 @@
 """Writes simulated TpuGraphs collections in the official `.npz` layout.
 
 Runtimes are SIMULATED by the analytical cost models in `tile_cost` and
-`layout_cost`, with lognormal measurement noise; they are not TPU
-measurements. Each graph file holds exactly the official keys; beside it,
+`layout_cost` on one of `hardware.CHIPS`, with lognormal measurement noise;
+they are not TPU measurements. Every chip prices the same programs (the
+graphs and configurable nodes depend on the seed only). Each graph file holds exactly the official keys; beside it,
 `<stem>.config_runtime_noiseless.npy` (float64 ns, `npz_format.extra_path`)
 keeps the runtime before noise, so benchmarks can measure the noise ceiling.
 
@@ -23,6 +24,7 @@ from tqdm import tqdm
 from schemas import npz_format
 from schemas.node_encoding import encode_graph
 from schemas.npz_io import NpzWriter
+from simulator import hardware
 from simulator import layout_cost
 from simulator import programs
 from simulator import tile_cost
@@ -82,13 +84,14 @@ def _noisy(rng, noiseless: np.ndarray, sigma: float) -> np.ndarray:
   return np.maximum(np.round(noisy), 1)
 
 
-def write_tile_graph(path: str, rng: np.random.Generator, scale: Scale):
-  """Simulates one kernel and its tile configs into `path`."""
+def write_tile_graph(path: str, rng: np.random.Generator, scale: Scale,
+                     chip: hardware.Chip = hardware.DEFAULT):
+  """Simulates one kernel and its tile configs on `chip` into `path`."""
   prog = programs.kernel(rng, _loguniform(rng, scale.tile_nodes))
-  prof = tile_cost.profile(prog.instructions)
+  prof = tile_cost.profile(prog.instructions, chip)
   out_tile, cin_tile = tile_cost.sample_configs(
-      prof, rng, _loguniform(rng, scale.tile_configs))
-  noiseless = tile_cost.runtime_ns(prof, out_tile, cin_tile)
+      prof, rng, _loguniform(rng, scale.tile_configs), chip)
+  noiseless = tile_cost.runtime_ns(prof, out_tile, cin_tile, chip)
   default = noiseless[0]  # sample_configs puts the default first.
   node_feat, node_opcode, edge_index = encode_graph(prog.instructions)
   with NpzWriter(path) as w:
@@ -127,7 +130,8 @@ def _sample_choices(rng, variables, count: int, search: str) -> np.ndarray:
 def write_layout_graph(path: str, rng: np.random.Generator, scale: Scale,
                        source: str, search: str, progress: bool = False,
                        nodes: Optional[int] = None,
-                       configs: Optional[int] = None):
+                       configs: Optional[int] = None,
+                       chip: hardware.Chip = hardware.DEFAULT):
   """Simulates one program and its layout configs into `path`, streaming.
 
   Args:
@@ -139,6 +143,7 @@ def write_layout_graph(path: str, rng: np.random.Generator, scale: Scale,
     progress: Show a per-config progress bar.
     nodes: Approximate instruction count, overriding the scale.
     configs: Config count, overriding the scale.
+    chip: Whose cost model prices the configs.
 
   Returns:
     (nodes, configs) written.
@@ -148,7 +153,7 @@ def write_layout_graph(path: str, rng: np.random.Generator, scale: Scale,
   insts = prog.instructions
   config_ids = layout_cost.pick_config_nodes(insts, rng,
                                              scale.max_config_nodes)
-  model = layout_cost.build(insts, config_ids, rng)
+  model = layout_cost.build(insts, config_ids, rng, chip)
   hi = scale.layout_configs[1] if search == "random" else max(
       scale.layout_configs[1] // 5, scale.layout_configs[0])
   num_configs = configs or _loguniform(rng, (scale.layout_configs[0], hi))
@@ -184,7 +189,8 @@ def write_layout_graph(path: str, rng: np.random.Generator, scale: Scale,
 
 def synth_collection(collection: str, out: str, graphs: Optional[int] = None,
                      seed: int = 0, scale: str = "small",
-                     progress: bool = True) -> dict:
+                     progress: bool = True,
+                     chip: str = hardware.DEFAULT_CHIP) -> dict:
   """Writes one simulated collection under `out/npz/...`.
 
   Args:
@@ -195,12 +201,14 @@ def synth_collection(collection: str, out: str, graphs: Optional[int] = None,
     seed: Base seed.
     scale: "tiny", "small" or "full".
     progress: Show progress bars on stderr.
+    chip: Name of the `hardware.CHIPS` chip that prices the runtimes.
 
   Returns:
     Stats: graphs, nodes, configs and bytes written.
   """
   kind = npz_format.collection_kind(collection)
   sc = SCALES[scale]
+  priced_on = hardware.chip(chip)
   parts = collection.split(":")
   if graphs is None:
     graphs = sc.tile_graphs if kind == "tile" else sc.layout_graphs[parts[1]]
@@ -217,10 +225,10 @@ def synth_collection(collection: str, out: str, graphs: Optional[int] = None,
       name = f"sim_{index:05d}"
       path = os.path.join(folder, name + ".npz")
       if kind == "tile":
-        nodes, configs = write_tile_graph(path, rng, sc)
+        nodes, configs = write_tile_graph(path, rng, sc, priced_on)
       else:
         nodes, configs = write_layout_graph(path, rng, sc, parts[1], parts[2],
-                                            progress=progress)
+                                            progress=progress, chip=priced_on)
       stats["graphs"] += 1
       stats["nodes"] += nodes
       stats["configs"] += configs

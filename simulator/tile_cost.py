@@ -1,19 +1,22 @@
 """Analytical cost of one fused kernel under a tile-size configuration.
 
-Model (ns; constants in `hardware`): the kernel's output is cut into tiles of
+Model (ns; constants from a `hardware.Chip`): the kernel's output is cut into
+tiles of
 `output_bounds` (convolutions also tile their input features with
 `kernel_bounds`). Per tile:
 
 * compute = matrix-unit flops (dot depth / convolution window) plus vector
-  work of the elementwise chain (transcendentals count 4x), both on the
-  *padded* tile (minor dim to 128, second-minor to 8): tiles that do not
-  match the hardware tiling waste work;
+  work of the elementwise chain (transcendentals count 4x by default), both
+  on the *padded* tile (minor dim to the chip's lanes, 128 by default,
+  second-minor to its sublanes, 8): tiles that do not match the hardware
+  tiling waste work;
 * memory = the operand slices the tile reads plus the output it writes;
   small tiles re-read dot operands many times, large ones read them once;
 * if the double-buffered working set exceeds on-chip memory, traffic spills
   (a penalty growing with the excess), so the best tile depends on how many
   and how wide the kernel's operands are: on the graph, not the config alone;
-* time = tiles x (overhead + max(compute, memory) + 10% of the other).
+* time = tiles x (overhead + max(compute, memory) + a share of the other,
+  10% by default).
 
 The compiler's default tiling is the best tiling by the compiler's own
 estimate of this cost, an estimate off by a per-config lognormal error
@@ -57,12 +60,12 @@ class KernelProfile:
   conv: tuple  # (k, cin, in_bytes) of a convolution, or ().
 
 
-def profile(insts: list) -> KernelProfile:
-  """Summarises a kernel (root = its output) for the cost model."""
+def profile(insts: list, chip: hw.Chip = hw.DEFAULT) -> KernelProfile:
+  """Summarises a kernel (root = its output) for `chip`'s cost model."""
   root = next(i for i in reversed(insts) if i.is_root)
   out_dims = tuple(root.dims)
   mxu = vpu = 0.0
-  rate = hw.mxu_rate(root.element_type)
+  rate = chip.mxu_rate(root.element_type)
   dot_depth, dot_in_bytes, conv = 0, 0, ()
   full = row = 0.0
   for inst in insts:
@@ -71,17 +74,18 @@ def profile(insts: list) -> KernelProfile:
       dot_depth = lhs.dims[-1]
       dot_in_bytes = hw.element_bytes(lhs.element_type)
       mxu += 2.0 * dot_depth
-      rate = hw.mxu_rate(inst.element_type)
+      rate = chip.mxu_rate(inst.element_type)
     elif inst.opcode == "convolution":
       k = insts[inst.operands[1]].dims
       conv = (k[0], k[2], hw.element_bytes(inst.element_type))
       mxu += 2.0 * k[0] * k[1] * k[2]
-      rate = hw.mxu_rate(inst.element_type)
+      rate = chip.mxu_rate(inst.element_type)
     elif inst.opcode in ("parameter", "constant", "broadcast"):
       pass
     else:
       size = inst.num_elements / max(np.prod(out_dims, dtype=np.float64), 1)
-      vpu += size * (4.0 if inst.opcode in hw.TRANSCENDENTAL else 1.0)
+      vpu += size * (chip.transcendental_flops
+                     if inst.opcode in hw.TRANSCENDENTAL else 1.0)
   consumed = {v for i in insts for v in i.operands}
   for u, inst in enumerate(insts):
     if inst.opcode != "parameter" or u not in consumed:
@@ -101,37 +105,41 @@ def profile(insts: list) -> KernelProfile:
                        rate, vpu, full, row, dot_depth, dot_in_bytes, conv)
 
 
-def tile_options(dim: int, position: int, rank: int) -> list[int]:
+def tile_options(dim: int, position: int, rank: int,
+                 chip: hw.Chip = hw.DEFAULT) -> list[int]:
   """Candidate tile sizes for one output dim (position from the left).
 
-  The most-minor dim tiles in lanes (multiples of 128), the second-minor in
-  sublanes (multiples of 8), others in small counts; the whole dim is always
-  a candidate.
+  The most-minor dim tiles in the chip's lanes (multiples of 128 by
+  default), the second-minor in its sublanes (multiples of 8), others in
+  small counts; the whole dim is always a candidate.
   """
   if position == rank - 1:
-    opts = {128 * i for i in range(1, 17)}
+    opts = {chip.lanes * i for i in range(1, 17)}
   elif position == rank - 2:
-    opts = {8 * i for i in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)}
+    opts = {chip.sublanes * i
+            for i in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)}
   else:
     opts = {1, 2, 3, 4, 6, 8, 12, 16}
   return sorted({t for t in opts if t < dim} | {dim})
 
 
 def runtime_ns(prof: KernelProfile, out_tile: np.ndarray,
-               cin_tile: np.ndarray) -> np.ndarray:
-  """Noiseless runtimes of configs [C, rank] output tiles, [C] cin tiles."""
+               cin_tile: np.ndarray,
+               chip: hw.Chip = hw.DEFAULT) -> np.ndarray:
+  """Noiseless runtimes of configs [C, rank] output tiles, [C] cin tiles,
+  on `chip` (the one `prof` was read for)."""
   dims = np.array(prof.out_dims, dtype=np.float64)
   t = out_tile.astype(np.float64)
   rank = len(dims)
   n_tiles = np.prod(np.ceil(dims / t), axis=1)
   padded = t.copy()
-  padded[:, -1] = np.ceil(padded[:, -1] / hw.LANES) * hw.LANES
+  padded[:, -1] = np.ceil(padded[:, -1] / chip.lanes) * chip.lanes
   if rank >= 2:
-    padded[:, -2] = np.ceil(padded[:, -2] / hw.SUBLANES) * hw.SUBLANES
+    padded[:, -2] = np.ceil(padded[:, -2] / chip.sublanes) * chip.sublanes
   tile_elems = np.prod(padded, axis=1)
   rows = tile_elems / padded[:, -1]
   compute = tile_elems * (prof.mxu_flops_per_elem / prof.mxu_rate +
-                          prof.vpu_flops_per_elem / hw.VPU_FLOPS_PER_NS)
+                          prof.vpu_flops_per_elem / chip.vpu_flops_per_ns)
   read = tile_elems * prof.full_operands + padded[:, -1] * prof.row_operands
   write = tile_elems * prof.out_bytes
   if prof.dot_depth:
@@ -145,21 +153,22 @@ def runtime_ns(prof: KernelProfile, out_tile: np.ndarray,
     # Splitting input features accumulates partial outputs in memory.
     write = write * (2 * steps - 1)
   working = 2 * (read + write)  # Double-buffered.
-  spill = 1 + 2 * np.maximum(working / hw.VMEM_BYTES - 1, 0)
-  memory = (read + write) * spill / hw.HBM_BYTES_PER_NS
-  per_tile = hw.TILE_OVERHEAD_NS + np.maximum(compute, memory) + 0.1 * (
-      np.minimum(compute, memory))
+  spill = 1 + chip.spill_slope * np.maximum(working / chip.vmem_bytes - 1, 0)
+  memory = (read + write) * spill / chip.hbm_bytes_per_ns
+  per_tile = chip.tile_overhead_ns + np.maximum(compute, memory) + (
+      chip.overlap * np.minimum(compute, memory))
   return n_tiles * per_tile
 
 
 def _in_tiles(sizes) -> list[int]:
   """Tile sizes as the TPU tuning protos count them: the most-minor dim in
   128-lane tiles, the second-minor in 8-sublane tiles, the rest in elements
-  (the real kernels' bounds, benchmarks/bench_realism)."""
+  (the real kernels' bounds, benchmarks/bench_realism). Always the TPU's
+  units, whatever chip priced the runtimes: features never read the chip."""
   out = [int(v) for v in sizes]
-  out[-1] = math.ceil(out[-1] / hw.LANES)
+  out[-1] = math.ceil(out[-1] / F.TPU_LANES)
   if len(out) >= 2:
-    out[-2] = math.ceil(out[-2] / hw.SUBLANES)
+    out[-2] = math.ceil(out[-2] / F.TPU_SUBLANES)
   return out
 
 
@@ -181,11 +190,12 @@ def config_features(prof: KernelProfile, out_tile: np.ndarray,
                                                   F.TILE_CONFIG_FEATURES)
 
 
-def _pool(prof: KernelProfile, rng: np.random.Generator):
+def _pool(prof: KernelProfile, rng: np.random.Generator, chip: hw.Chip):
   """The legal tilings the compiler considers: [P, rank + 1] (output tile,
   input-feature tile), every one when they are few, else a random `_POOL`."""
   rank = len(prof.out_dims)
-  options = [tile_options(d, i, rank) for i, d in enumerate(prof.out_dims)]
+  options = [tile_options(d, i, rank, chip)
+             for i, d in enumerate(prof.out_dims)]
   cin_opts = [0] if not prof.conv else sorted(
       {min(prof.conv[1], c) for c in (8, 16, 32, 64, 128, 256, 512)} |
       {prof.conv[1]})
@@ -199,7 +209,7 @@ def _pool(prof: KernelProfile, rng: np.random.Generator):
 
 
 def sample_configs(prof: KernelProfile, rng: np.random.Generator,
-                   count: int):
+                   count: int, chip: hw.Chip = hw.DEFAULT):
   """The compiler's default and up to `count - 1` other tilings to measure.
 
   The compiler estimates every tiling of its pool with a lognormal error
@@ -211,8 +221,8 @@ def sample_configs(prof: KernelProfile, rng: np.random.Generator,
     (out_tile [C, rank] int64, cin_tile [C] int64), the default first.
   """
   rank = len(prof.out_dims)
-  pool = _pool(prof, rng)
-  estimate = runtime_ns(prof, pool[:, :rank], pool[:, rank]) * np.exp(
+  pool = _pool(prof, rng, chip)
+  estimate = runtime_ns(prof, pool[:, :rank], pool[:, rank], chip) * np.exp(
       rng.normal(0.0, COMPILER_ERROR, len(pool)))
   default = int(np.argmin(estimate))
   factor = np.exp(rng.uniform(*np.log(SEARCH_RANGE)))

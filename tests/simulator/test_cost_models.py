@@ -10,10 +10,10 @@ from simulator import tile_cost
 
 def test_padding_follows_layout():
   # A dim of 3 placed most-minor pads to 128 lanes.
-  assert hw.padded_dims((224, 3), (1, 0)) == [224, 128]
-  assert hw.padded_dims((224, 3), (0, 1)) == [256, 8]
-  assert hw.padded_bytes((224, 3), (0, 1), "bf16") < hw.padded_bytes(
-      (224, 3), (1, 0), "bf16")
+  assert hw.DEFAULT.padded_dims((224, 3), (1, 0)) == [224, 128]
+  assert hw.DEFAULT.padded_dims((224, 3), (0, 1)) == [256, 8]
+  assert hw.DEFAULT.padded_bytes((224, 3), (0, 1), "bf16") < (
+      hw.DEFAULT.padded_bytes((224, 3), (1, 0), "bf16"))
 
 
 def _dot_program(consumer):
@@ -69,7 +69,7 @@ def test_runtimes_vectorised_match_terms():
 def _profile(full_operands):
   return tile_cost.KernelProfile(
       out_dims=(4096, 4096), out_bytes=4, mxu_flops_per_elem=0.0,
-      mxu_rate=hw.mxu_rate("f32"), vpu_flops_per_elem=3.0,
+      mxu_rate=hw.DEFAULT.mxu_rate("f32"), vpu_flops_per_elem=3.0,
       full_operands=full_operands, row_operands=4.0, dot_depth=0,
       dot_in_bytes=0, conv=())
 

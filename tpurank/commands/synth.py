@@ -1,9 +1,11 @@
 """`tpurank synth`: writes SIMULATED TpuGraphs collections (see simulator/)."""
 
 import os
+import re
 import time
 
 from schemas import npz_format
+from simulator import hardware
 
 ALL = "all"
 NOTICE = ("Runtimes in these files are SIMULATED by tpurank's analytical "
@@ -26,7 +28,23 @@ def add_parser(sub):
                  "the real dataset)")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--scale", choices=("tiny", "small", "full"), default="small")
+  p.add_argument("--chip", choices=list(hardware.CHIPS),
+                 default=hardware.DEFAULT_CHIP,
+                 help="simulated chip whose cost model prices the runtimes "
+                 "(README \"Chip variants\"); one --out holds one chip's "
+                 "collections (default: %(default)s)")
   p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def _chip_of(out: str):
+  """The chip an earlier `tpurank synth` wrote `out` with, None if new."""
+  path = os.path.join(out, "SIMULATED.md")
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    found = re.search(r"--chip (\S+?)`", f.read())
+  # Files from before chip variants existed were priced on the default.
+  return found.group(1) if found else hardware.DEFAULT_CHIP
 
 
 def run(args) -> int:
@@ -36,12 +54,18 @@ def run(args) -> int:
     print("tpurank: error: --graphs: expected at least 3 (one per split), "
           f"found {args.graphs}")
     return 2
+  earlier = _chip_of(args.out)
+  if earlier not in (None, args.chip):
+    print(f"tpurank: error: --chip: {args.out} holds collections priced on "
+          f"chip {earlier!r}, not {args.chip!r}; write each chip to its own "
+          "--out")
+    return 2
   collections = (npz_format.COLLECTIONS if args.collection == ALL
                  else (args.collection,))
   os.makedirs(args.out, exist_ok=True)
   with open(os.path.join(args.out, "SIMULATED.md"), "w") as f:
     f.write(f"# Simulated data\n\n{NOTICE}\n\nWritten by `tpurank synth "
-            f"--scale {args.scale} --seed {args.seed}`.\n")
+            f"--scale {args.scale} --seed {args.seed} --chip {args.chip}`.\n")
   print(f"note: {NOTICE}")
   header = (f"{'collection':20} {'graphs':>7} {'nodes':>10} {'configs':>10} "
             f"{'MB':>9} {'s':>7} {'graphs/s':>9} {'MB/s':>7}")
@@ -50,7 +74,7 @@ def run(args) -> int:
     start = time.perf_counter()
     stats = synth.synth_collection(collection, args.out, args.graphs,
                                    args.seed, args.scale,
-                                   progress=not args.quiet)
+                                   progress=not args.quiet, chip=args.chip)
     secs = time.perf_counter() - start
     mb = stats["bytes"] / 1e6
     rows.append(f"{collection:20} {stats['graphs']:7d} {stats['nodes']:10d} "
