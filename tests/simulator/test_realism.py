@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from featurize import tuning
+from simulator import hardware
 from simulator import programs
 from simulator import realism
 from simulator import synth
@@ -22,14 +23,20 @@ REAL = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared",
 
 
 @pytest.fixture(scope="module")
-def stats(tmp_path_factory):
+def real(tmp_path_factory):
   if not os.path.exists(REAL):
     pytest.skip(f"{REAL}: the real protos are not here")
+  tmp = tmp_path_factory.mktemp("real")
+  tuning.featurize(REAL, str(tmp))
+  return realism.collect(sorted(glob.glob(str(tmp / "*.npz"))))
+
+
+# Every chip variant must stay as realistic as the default.
+@pytest.fixture(scope="module", params=list(hardware.CHIPS))
+def stats(request, real, tmp_path_factory):
   tmp = tmp_path_factory.mktemp("realism")
-  tuning.featurize(REAL, str(tmp / "real"))
-  real = realism.collect(sorted(glob.glob(str(tmp / "real" / "*.npz"))))
   synth.synth_collection("tile:xla", str(tmp / "sim"), graphs=120, seed=5,
-                         scale="small", progress=False)
+                         scale="small", progress=False, chip=request.param)
   sim = realism.collect(sorted(glob.glob(
       str(tmp / "sim" / "npz" / "tile" / "xla" / "*" / "*.npz"))))
   return {c.name: c for c in realism.compare(real, sim)}
