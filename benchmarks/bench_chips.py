@@ -80,7 +80,9 @@ def main():
       "SIMULATED runtimes (`tpurank synth --chip`, README \"Chip "
       "variants\"): each chip prices the same programs with its own "
       "constants and copy/propagation rules. The default GNN, unchanged, "
-      f"trained for {args.minutes:g} minutes on 2 CPU cores per run.", "",
+      f"trained for at most {args.minutes:g} minutes on 2 CPU cores per run "
+      "(early stopping on the valid tau ends it sooner: see the best "
+      "epoch).", "",
       f"Command: `{cmd}`  ", f"Date: {time.strftime('%Y-%m-%d %H:%M')}; "
       f"valid split of {args.collection} (`--scale small --seed 0`); mean "
       "± std over training seeds.", "",
