@@ -176,12 +176,20 @@ def fmt(values):
   return f"{np.mean(values):.3f} ± {np.std(values):.3f}"
 
 
+def _collections_flag(collections) -> str:
+  """The --collections part of the command line, if not the default."""
+  if list(collections) == list(npz_format.COLLECTIONS):
+    return ""
+  return " --collections " + " ".join(collections)
+
+
 def _write(args, results):
   lines = ["# Quality on SIMULATED data", "",
            "Runtimes come from tpurank's simulator (README): these are not "
            "TpuGraphs results.", "",
            f"Command: `python -m benchmarks.bench_quality --minutes "
-           f"{args.minutes:g} --seeds {' '.join(map(str, args.seeds))}`  ",
+           f"{args.minutes:g} --seeds {' '.join(map(str, args.seeds))}"
+           f"{_collections_flag(args.collections)}`  ",
            f"Date: {time.strftime('%Y-%m-%d %H:%M')}; valid split of "
            "`tpurank synth --scale small --seed 0`; each model trained for "
            f"at most {args.minutes:g} minutes on 2 CPU cores (plus start-up, "
