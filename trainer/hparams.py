@@ -70,7 +70,8 @@ class TrainConfig:
   patience: int = 6
   # Compile the padded step with XLA. None: on for tile and early-join
   # layout models, off for the late join (XLA's CPU scatters make its row
-  # pooling 4-15x slower, measured when the late join landed); a TPU always compiles.
+  # pooling 4-15x slower, measured when the late join landed); a TPU
+  # always compiles.
   xla: Optional[bool] = None
   seed: int = options.SEED
   tpu: Optional[str] = None
