@@ -98,6 +98,9 @@ def official_baseline(collection, graphs, paths, base_dir) -> dict:
   return metrics.collection_metrics(kind, rows)
 
 
+REPORT = "benchmarks/results/quality.md"
+
+
 def train_and_score(data, collection, out, minutes, seed, config_only,
                     reuse=False, records=None):
   cmd = [sys.executable, "-m", "tpurank.cli", "train", "--collection",
@@ -132,7 +135,7 @@ def main():
   parser.add_argument("--collections", nargs="+",
                       default=list(npz_format.COLLECTIONS))
   parser.add_argument("--data", default="bench_out/quality/data")
-  parser.add_argument("--report", default="benchmarks/results/quality.md")
+  parser.add_argument("--report", default=REPORT)
   parser.add_argument("--official-baseline", default=None, metavar="DIR")
   parser.add_argument("--reuse-runs", action="store_true")
   args = parser.parse_args()
@@ -176,20 +179,23 @@ def fmt(values):
   return f"{np.mean(values):.3f} ± {np.std(values):.3f}"
 
 
-def _collections_flag(collections) -> str:
-  """The --collections part of the command line, if not the default."""
-  if list(collections) == list(npz_format.COLLECTIONS):
-    return ""
-  return " --collections " + " ".join(collections)
+def _command(args) -> str:
+  """The command line that writes this report (flags left at their
+  defaults omitted, except the budget and seeds)."""
+  cmd = (f"python -m benchmarks.bench_quality --minutes {args.minutes:g} "
+         f"--seeds {' '.join(map(str, args.seeds))}")
+  if list(args.collections) != list(npz_format.COLLECTIONS):
+    cmd += " --collections " + " ".join(args.collections)
+  if args.report != REPORT:
+    cmd += f" --report {args.report}"
+  return cmd
 
 
 def _write(args, results):
   lines = ["# Quality on SIMULATED data", "",
            "Runtimes come from tpurank's simulator (README): these are not "
            "TpuGraphs results.", "",
-           f"Command: `python -m benchmarks.bench_quality --minutes "
-           f"{args.minutes:g} --seeds {' '.join(map(str, args.seeds))}"
-           f"{_collections_flag(args.collections)}`  ",
+           f"Command: `{_command(args)}`  ",
            f"Date: {time.strftime('%Y-%m-%d %H:%M')}; valid split of "
            "`tpurank synth --scale small --seed 0`; each model trained for "
            f"at most {args.minutes:g} minutes on 2 CPU cores (plus start-up, "
