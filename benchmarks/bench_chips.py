@@ -12,9 +12,9 @@ the default GNN on it for the trainer's budget (`tpurank train`, the same
 command and defaults on every chip: nothing is tuned per chip) and reports
 its valid Kendall tau beside that data's noise ceiling (the tau between the
 chip's noiseless and measured runtimes, `bench_quality.reference_metrics`).
-The model's features are the same on every chip: they are computed from the
-graph with the TPU's 8 x 128 tiling whatever the chip, so a chip with other
-tiles tests that the model does not lean on our default cost model. Every
+The model is the same on every chip: it weighs the real TPU tilings (8, 16
+or 32 sublanes by 128 lanes, and 256 lanes) and learns which one the data's
+chip has (`trainer.learned_tiling`); the report shows what it learned. Every
 runtime is SIMULATED.
 """
 
@@ -53,10 +53,23 @@ def run_chip(chip: str, args) -> dict:
     print(chip, seed, runs[-1]["valid_metrics"], flush=True)
   spread = [float(g.config_runtime.max() / max(g.config_runtime.min(), 1))
             for g in graphs]
+  sim = hardware.chip(chip)
   return {"chip": chip, "ceiling": ceiling["kendall_tau"],
+          "chip_tiling": f"{sim.sublanes}x{sim.lanes}",
           "tau": [r["valid_metrics"]["kendall_tau"] for r in runs],
           "best_epoch": [r.get("best_epoch") for r in runs],
+          "tiling": [_tiling(r.get("learned_tiling")) for r in runs],
           "median_spread": float(np.median(spread))}
+
+
+def _tiling(learned) -> str:
+  """"sublanes x lanes" of the heaviest choices of a run's learned tiling,
+  with their weights."""
+  if not learned:
+    return "-"
+  best = {k: max(v.items(), key=lambda kv: kv[1]) for k, v in learned.items()}
+  return (f"{best['sublanes'][0]}x{best['lanes'][0]} "
+          f"({best['sublanes'][1]:.2f}, {best['lanes'][1]:.2f})")
 
 
 def main():
@@ -82,13 +95,16 @@ def main():
       "constants and copy/propagation rules. The default GNN, unchanged, "
       f"trained for at most {args.minutes:g} minutes on 2 CPU cores per run "
       "(early stopping on the valid tau ends it sooner: see the best "
-      "epoch).", "",
+      "epoch). Learned tiling: the sublanes x lanes the model settled on "
+      "per run (`trainer.learned_tiling`), with the weights it gives "
+      "them.", "",
       f"Command: `{cmd}`  ", f"Date: {time.strftime('%Y-%m-%d %H:%M')}; "
       f"valid split of {args.collection} (`--scale small --seed 0`); mean "
       "± std over training seeds.", "",
       "| chip | Kendall tau | noise ceiling | share of the ceiling | "
-      f"goal ({GOAL:.0%}) | best epoch | median spread (slowest / fastest) |",
-      "|---|---|---|---|---|---|---|"]
+      f"goal ({GOAL:.0%}) | best epoch | learned tiling | chip's tiling | "
+      "median spread (slowest / fastest) |",
+      "|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
     share = np.mean(r["tau"]) / r["ceiling"]
     lines.append(
@@ -96,6 +112,7 @@ def main():
         f"{r['ceiling']:.3f} | {share:.1%} | "
         f"{'met' if share >= GOAL else 'missed'} | "
         f"{', '.join(str(e) for e in r['best_epoch'])} | "
+        f"{'; '.join(r['tiling'])} | {r['chip_tiling']} | "
         f"{r['median_spread']:.2f} |")
   report.write_report(args.report, lines)
   report.write_json(args.report, {"command": cmd, "rows": rows})

@@ -12,6 +12,11 @@ MAX_RANK = 6  # No TpuGraphs tensor has more than six dimensions.
 # TPU memory tiling: the most-minor dim of a layout pads to a multiple of
 # the lane count, the second-minor to the sublane count.
 TPU_LANES, TPU_SUBLANES = 128, 8
+# The tilings a layout model weighs (it learns which one the data's chip
+# uses): real TPUs tile the second-minor dim by 8, 16 or 32 (32-, 16-, 8-bit
+# types) and the minor by 128 lanes; 256 is a 256-wide matrix unit's.
+TILE_LANE_CHOICES = (128, 256)
+TILE_SUBLANE_CHOICES = (8, 16, 32)
 
 # Node feature indices (start of each group).
 IS_ROOT = 0

@@ -11,8 +11,10 @@ ops inherit their operand's layout and how many times a layout change
 crosses memory. They exist to test that a model learns layouts from the
 graph rather than the quirks of one cost model (`benchmarks/bench_chips`).
 
-The model's features never read a chip: they tile with the TPU's 8 x 128
-(`schemas.features`) whatever chip priced the runtimes.
+The model's features never read a chip: they give each layout's padding
+under every real TPU tiling choice (`schemas.features.TILE_LANE_CHOICES`,
+`TILE_SUBLANE_CHOICES`), and the model learns from the runtimes which one the
+chip has (`trainer.learned_tiling`).
 """
 
 import dataclasses

@@ -330,8 +330,8 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   physical = tf.reshape(
       tf.gather(entry_phys, entries + tf.cast(row_ids, tf.int32)),
       [-1, lf.PHYS_WIDTH]) * cfg[:, lf.CONFIGURABLE:]
-  cost = lf.cost_scales(dims, r_opcode, cfg, physical, propagated,
-                        producers, tf.gather(unit, row_op), row_op)
+  cost = lf.cost_scales(dims, r_opcode, cfg, propagated, producers,
+                        tf.gather(unit, row_op), row_op)
 
   # Ops (and their edges) of examples without configs have no component.
   op_kept = tf.gather(k > 0, op_example)

@@ -151,8 +151,7 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
               sizes=n_new,
               features={"phys": tf.concat([physical, propagated], 1),
                         "cost_scale": layout_features.cost_scales(
-                            dims, new_opcode, cfg, physical, propagated,
-                            producers,
+                            dims, new_opcode, cfg, propagated, producers,
                             layout_features.size_units(dims, n_new))}),
           "source_op": tfgnn.NodeSet.from_fields(
               sizes=tf.where(tf.equal(slot, 1), n_new, 0),

@@ -27,10 +27,12 @@ CONFIGURABLE = F.LAYOUT_CONFIG_FEATURES  # The flag column of `cfg`.
 CFG_WIDTH = F.LAYOUT_CONFIG_FEATURES + 1
 
 
-# Columns of `layout_phys`: 7 per layout; the 5th is its log padded/real
-# volume.
-_LAYOUT_PHYS_WIDTH = 7
-_LAYOUT_PHYS_PADDING = 4
+# Columns of `layout_phys`: log minor and second-minor sizes, the log
+# padding of each under every tiling choice (TILING, lanes then sublanes),
+# "default chosen", "same as current".
+_LANES, _SUBLANES = len(F.TILE_LANE_CHOICES), len(F.TILE_SUBLANE_CHOICES)
+TILING = slice(2, 2 + _LANES + _SUBLANES)
+_LAYOUT_PHYS_WIDTH = TILING.stop + 2
 
 
 def _element_counts(dims):
@@ -48,9 +50,11 @@ def layout_phys(dims, current, chosen):
     chosen: [N, 6] the configured minor_to_major, -1 padded.
 
   Returns:
-    [N, 7]: log sizes of the most-minor and second-minor dims, log padding
-    waste of each to (128, 8), log padded/real volume, "default chosen",
-    "same as current".
+    [N, 9]: log sizes of the most-minor and second-minor dims; log padding
+    waste of the most-minor to each of `TILE_LANE_CHOICES` and of the
+    second-minor to each of `TILE_SUBLANE_CHOICES` (columns TILING: the
+    model learns which tiling the chip has, `learned_tiling.LearnedTiling`);
+    "default chosen", "same as current".
   """
   rank = tf.reduce_sum(tf.cast(dims > 0, tf.int32), axis=1)
   current = tf.cast(tf.round(current), tf.int32)
@@ -61,16 +65,15 @@ def layout_phys(dims, current, chosen):
   minor = tf.maximum(tf.gather(dims, perm[:, 0], batch_dims=1), 1.0)
   second = tf.where(rank >= 2, tf.gather(dims, perm[:, 1], batch_dims=1), 1.0)
   second = tf.maximum(second, 1.0)
-  pad_minor = tpu_tiling.minor_padding(minor)
-  pad_second = tpu_tiling.second_minor_padding(second)
+  pad_minor = tpu_tiling.minor_paddings(minor)
+  pad_second = tpu_tiling.second_minor_paddings(second)
   same = tf.reduce_all(tf.logical_or(tf.equal(chosen, current),
                                      tf.range(F.MAX_RANK)[None, :] >= rank[:, None]),
                        axis=1)
-  return tf.stack([
-      tf.math.log(minor), tf.math.log(second), pad_minor, pad_second,
-      pad_minor + pad_second,
-      tf.cast(is_default, tf.float32),
-      tf.cast(tf.logical_or(same, is_default), tf.float32)], axis=1)
+  return tf.concat([
+      tf.math.log(minor)[:, None], tf.math.log(second)[:, None], pad_minor,
+      pad_second, tf.cast(is_default, tf.float32)[:, None],
+      tf.cast(tf.logical_or(same, is_default), tf.float32)[:, None]], axis=1)
 
 
 def op_shapes(feat: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -83,12 +86,13 @@ def physical_layout_features(dims: tf.Tensor, current: tf.Tensor,
                              cfg: tf.Tensor, producers) -> tf.Tensor:
   """What a configurable op's chosen layouts mean physically.
 
-  TPU memory is tiled (8, 128) over the two most-minor dims, so whether a
-  layout is good depends on the sizes it puts there. For the output layout
+  TPU memory is tiled over the two most-minor dims (by 8-32 sublanes and
+  128 lanes), so whether a layout is good depends on the sizes it puts
+  there. For the output layout
   (config features 0-5) this reads the op's own shape (node features 21-26)
   and current layout (134-139); for the input (6-11) and kernel (12-17)
   layouts, those of its first and second operand. See `layout_phys` for
-  the 7 values per layout. Zero for other ops.
+  the values per layout. Zero for other ops.
 
   Args:
     dims: [N, 6] shape dims (`op_shapes`).
@@ -127,10 +131,6 @@ def chosen_layout_features(dims, current, operands, cfg) -> tf.Tensor:
 
 
 PHYS_WIDTH = 3 * _LAYOUT_PHYS_WIDTH
-# Log padded/real volume of the input and kernel layouts (first, second
-# operand), which `cost_scales` reads.
-PHYS_READ_PADDING = tuple(i * _LAYOUT_PHYS_WIDTH + _LAYOUT_PHYS_PADDING
-                          for i in (1, 2))
 
 # Longest elementwise chain a chosen layout is followed along: chains in
 # conv/dot nets (bias, activation, normalisation) are a few ops long.
@@ -227,10 +227,10 @@ def layout_change_features(dims: tf.Tensor, current: tf.Tensor,
       has it).
 
   Returns:
-    [R, PROPAGATED_WIDTH] float32: columns 0-4 the `layout_phys` of the
-    effective layout (4: PROP_PADDING), 5 "not the current layout", then
-    per operand the conflict flag (PROP_COPY) and its log size, then per
-    operand the moved-minor-dim flag (PROP_MOVED_MINOR).
+    [R, PROPAGATED_WIDTH] float32: the first TILING.stop columns of the
+    `layout_phys` of the effective layout, then "not the current layout",
+    then per operand the conflict flag (PROP_COPY) and its log size, then
+    per operand the moved-minor-dim flag (PROP_MOVED_MINOR).
   """
   configurable = cfg[:, CONFIGURABLE] > 0
   elementwise = _is_elementwise(opcode)
@@ -240,7 +240,7 @@ def layout_change_features(dims: tf.Tensor, current: tf.Tensor,
     return tf.reduce_any((tf.range(F.MAX_RANK)[None, :] < rank[:, None]) &
                          tf.not_equal(a, b), axis=1)
 
-  parts = [layout_phys(dims, current, layout)[:, :5],
+  parts = [layout_phys(dims, current, layout)[:, :TILING.stop],
            tf.cast(differ(layout, current, dims), tf.float32)[:, None]]
   moved = []
   for (operand_dims, operand_current, operand_layout, has), group in zip(
@@ -321,11 +321,14 @@ def effective_layouts(dims, current, opcode, cfg, producers,
   return tf.gather(own_layouts(current, cfg), heads)
 
 
-PROPAGATED_WIDTH = 12
+PROPAGATED_WIDTH = TILING.stop + 7
 # Columns of `propagated_layout_features` that `cost_scales` reads.
-PROP_PADDING = _LAYOUT_PHYS_PADDING
-PROP_COPY = (6, 8)
-PROP_MOVED_MINOR = (10, 11)
+PROP_COPY = (TILING.stop + 1, TILING.stop + 3)
+PROP_MOVED_MINOR = (TILING.stop + 5, TILING.stop + 6)
+# Where each group of TILING columns starts in `phys` (the concatenation
+# of `physical_layout_features` and `propagated_layout_features`): the
+# output, input and kernel layouts, then the effective layout.
+TILED_LAYOUTS = tuple(i * _LAYOUT_PHYS_WIDTH for i in range(4))
 
 
 def size_units(dims: tf.Tensor, sizes: tf.Tensor) -> tf.Tensor:
@@ -338,9 +341,8 @@ def size_units(dims: tf.Tensor, sizes: tf.Tensor) -> tf.Tensor:
 
 
 def cost_scales(dims: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
-                physical: tf.Tensor, propagated: tf.Tensor, producers,
-                unit: tf.Tensor, rows: Optional[tf.Tensor] = None
-                ) -> tf.Tensor:
+                propagated: tf.Tensor, producers, unit: tf.Tensor,
+                rows: Optional[tf.Tensor] = None) -> tf.Tensor:
   """Linear-scale sizes of what an op moves, relative to its graph.
 
   A roofline cost grows with the bytes moved, so an op's cost is a size
@@ -349,7 +351,7 @@ def cost_scales(dims: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
   logs, from which an MLP cannot rebuild their sum. These are the sizes
   themselves, for a readout linear in them (`model.LayoutReadout`):
 
-  * the op's padded element count under its effective layout;
+  * the op's element count (padded by its effective layout);
   * per operand (first, second): its element count where the op reads it in
     another layout (a copy runs on that edge), else 0;
   * for dots and convolutions, per operand (first, second): the op's work
@@ -359,26 +361,28 @@ def cost_scales(dims: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
     convolution (flops / 2 either way), with no need to know which dims
     contract. It is divided by MATMUL_WORK_PER_ELEMENT, to be in the same
     unit as the sizes;
-  * for dots and convolutions, that work padded as the op's output layout
-    pads its output (what the matrix unit computes);
+  * for dots and convolutions, that work (padded as the op's output layout
+    pads its output: what the matrix unit computes);
   * for configurable ops, per operand (first, second): its element count
-    padded as the layout the op reads it in pads it (what the read moves).
+    (padded as the layout the op reads it in pads it: what the read moves).
 
-  Each is divided by the mean element count of the ops in the same graph
-  (`size_units`), so the scale is comparable across graphs.
+  The padding depends on the chip's tiling, which the model learns: the
+  sizes here are unpadded, and `COST_PADDING` names the layout whose
+  padding (`learned_tiling.LearnedTiling`) scales each. Each is divided by the mean
+  element count of the ops in the same graph (`size_units`), so the scale
+  is comparable across graphs.
 
   Args:
     dims: [N, 6] shape dims (`op_shapes`).
     opcode: [N] opcode ids.
     cfg: [N, 19] config features plus the configurable flag.
-    physical: [N, PHYS_WIDTH] of `physical_layout_features`.
     propagated: [N, PROPAGATED_WIDTH] of `propagated_layout_features`.
     producers: each op's first and second operand, as `operand_producers`
       gives them.
     unit: [N] `size_units` of each op's graph.
     rows: Optional [R] op indices: the scales of these ops only; then
-      `opcode`, `cfg`, `physical`, `propagated` and `unit` are theirs ([R])
-      while `dims` and `producers` cover all ops (operands index them).
+      `opcode`, `cfg`, `propagated` and `unit` are theirs ([R]) while
+      `dims` and `producers` cover all ops (operands index them).
 
   Returns:
     [N (or R), COST_SCALE_WIDTH] float32.
@@ -391,22 +395,25 @@ def cost_scales(dims: tf.Tensor, opcode: tf.Tensor, cfg: tf.Tensor,
   if rows is not None:
     elements = tf.gather(elements, rows)
     operand = [tf.gather(x, rows) for x in operand]
-  padding = tf.exp(propagated[:, PROP_PADDING])
-  parts = [elements * padding] + [propagated[:, c] * size
-                                  for c, size in zip(PROP_COPY, operand)]
+  parts = [elements] + [propagated[:, c] * size
+                        for c, size in zip(PROP_COPY, operand)]
   matmul = tf.reduce_any(tf.equal(tf.cast(opcode, tf.int32)[:, None],
                                   _MATMUL_IDS), axis=1)
   work = tf.sqrt(elements * operand[0]) * tf.sqrt(operand[1])
   work = tf.where(matmul, work, 0.0) / MATMUL_WORK_PER_ELEMENT
   parts += [work * propagated[:, c] for c in PROP_MOVED_MINOR]
-  parts.append(work * padding)
+  parts.append(work)
   configurable = tf.cast(cfg[:, CONFIGURABLE] > 0, tf.float32)
-  for size, c in zip(operand, PHYS_READ_PADDING):
-    parts.append(configurable * size * tf.exp(physical[:, c]))
+  parts += [configurable * size for size in operand]
   return tf.stack(parts, axis=1) / unit[:, None]
 
 
 COST_SCALE_WIDTH = 8
+# Per `cost_scales` column, the layout (an index into TILED_LAYOUTS) whose
+# padding scales it; -1: none. The effective layout pads the op's own size
+# and its matmul work, the input and kernel layouts the reads of its
+# operands.
+COST_PADDING = (3, -1, -1, -1, -1, 3, 1, 2)
 # Multiply-adds a TPU matrix unit does in the time HBM moves one element: its
 # ridge point, about 100-250 flops per byte across generations (and 125 in
 # the simulator's `hardware`). It puts a matmul's work in element units, so

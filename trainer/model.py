@@ -24,7 +24,9 @@ that place each score in its example.
 * Layout readout: a scalar contribution per op, averaged per component
   (= config), as runtimes sum over ops: an MLP of the op's state plus rates
   (linear in the state) times the op's `cost_scale` sizes, as costs grow
-  linearly with the bytes an op or a copy moves. Tile readout: mean and max of the
+  linearly with the bytes an op or a copy moves. Both layout joins learn
+  the chip's memory tiling (`learned_tiling`): `phys` and the sizes are
+  padded under it. Tile readout: mean and max of the
   op states, broadcast to every config node, joined with the config's
   features, through an MLP.
 * `gnn="none"` with `config_only=True` is the no-graph baseline: it scores a
@@ -42,6 +44,7 @@ from tensorflow_gnn.models import mt_albis
 
 from schemas import opcodes
 from trainer import layout_features
+from trainer import learned_tiling
 from trainer import ranking
 from trainer.hparams import GNNS
 from trainer.hparams import ModelConfig
@@ -116,6 +119,8 @@ class LayoutEncoder(tf.keras.layers.Layer):
     hidden: State width.
     node_norm: SignedLogNormalization of the 140 node features.
     opcode_dim: Opcode embedding width.
+    tiling: The model's `learned_tiling.LearnedTiling`, which `phys` goes
+      through.
     config_only: Read the config values alone (the no-graph baseline).
 
   Call returns:
@@ -124,10 +129,12 @@ class LayoutEncoder(tf.keras.layers.Layer):
   """
 
   def __init__(self, hidden: int, node_norm: tf.keras.layers.Layer,
-               opcode_dim: int, config_only: bool = False, **kwargs):
+               opcode_dim: int, tiling: tf.keras.layers.Layer,
+               config_only: bool = False, **kwargs):
     super().__init__(**kwargs)
     self._config_only = config_only
     self._node_norm = node_norm
+    self._tiling = tiling
     self._embed = tf.keras.layers.Embedding(opcodes.NUM_OPCODE_IDS,
                                             opcode_dim,
                                             name="opcode_embedding")
@@ -156,7 +163,8 @@ class LayoutEncoder(tf.keras.layers.Layer):
       free = self._source(tf.concat([
           self._node_norm(source["feat"]),
           self._embed(tf.cast(source["opcode"], tf.int32))], axis=-1))
-      state += to_copies("copies", free) + self._phys(op["phys"])
+      state += (to_copies("copies", free) +
+                self._phys(self._tiling(op["phys"])))
     state = tf.nn.relu(state + self._bias)
     return tfgnn.GraphTensor.from_pieces(
         context=graph.context,
@@ -229,6 +237,8 @@ class LayoutReadout(tf.keras.layers.Layer):
   Init args:
     hidden: MLP width.
     dropout: MLP dropout.
+    tiling: The model's `learned_tiling.LearnedTiling`, which pads the
+      sizes.
     linear_costs: Add the rate x size terms (off for the config-only
       baseline: where copies run is a fact of the graph).
 
@@ -236,10 +246,12 @@ class LayoutReadout(tf.keras.layers.Layer):
     {"scores": [components], "example", "slot"} for the expanded graph.
   """
 
-  def __init__(self, hidden: int, dropout: float, linear_costs: bool = True,
+  def __init__(self, hidden: int, dropout: float,
+               tiling: tf.keras.layers.Layer, linear_costs: bool = True,
                **kwargs):
     super().__init__(**kwargs)
     self._mlp = _mlp(hidden, dropout, "layout_head")
+    self._tiling = tiling
     self._linear_costs = linear_costs
     if linear_costs:
       # Zero rates at the start: sizes reach 1e3 times the graph's mean, and
@@ -254,9 +266,10 @@ class LayoutReadout(tf.keras.layers.Layer):
     contribution = self._mlp(h)
     if self._linear_costs:
       # Cost = rate x size: the state sets the rate, the size stays linear.
-      contribution += tf.reduce_sum(
-          self._rates(h) * inputs.node_sets["op"]["cost_scale"], axis=1,
-          keepdims=True)
+      op = inputs.node_sets["op"]
+      _, cost_scale = self._tiling(op["phys"], op["cost_scale"])
+      contribution += tf.reduce_sum(self._rates(h) * cost_scale, axis=1,
+                                    keepdims=True)
     total = tfgnn.pool_nodes_to_context(graph, "op", "mean",
                                         feature_value=contribution)[:, 0]
     return {"scores": _bounded(total), "example": inputs.context["example"],
@@ -273,6 +286,8 @@ class StaticOpEncoder(tf.keras.layers.Layer):
     hidden: State width.
     node_norm: SignedLogNormalization of the 140 node features.
     opcode_dim: Opcode embedding width.
+    tiling: The model's `learned_tiling.LearnedTiling`, which `phys` goes
+      through.
 
   Call returns:
     A GraphTensor with the context, "op" (its hidden state) and the "feed"
@@ -280,9 +295,10 @@ class StaticOpEncoder(tf.keras.layers.Layer):
   """
 
   def __init__(self, hidden: int, node_norm: tf.keras.layers.Layer,
-               opcode_dim: int, **kwargs):
+               opcode_dim: int, tiling: tf.keras.layers.Layer, **kwargs):
     super().__init__(**kwargs)
     self._node_norm = node_norm
+    self._tiling = tiling
     self._embed = tf.keras.layers.Embedding(opcodes.NUM_OPCODE_IDS,
                                             opcode_dim,
                                             name="opcode_embedding")
@@ -292,7 +308,8 @@ class StaticOpEncoder(tf.keras.layers.Layer):
     op = graph.node_sets["op"]
     state = self._dense(tf.concat([
         self._node_norm(op["feat"]),
-        self._embed(tf.cast(op["opcode"], tf.int32)), op["phys"]], axis=-1))
+        self._embed(tf.cast(op["opcode"], tf.int32)),
+        self._tiling(op["phys"])], axis=-1))
     return tfgnn.GraphTensor.from_pieces(
         context=graph.context,
         node_sets={"op": tfgnn.NodeSet.from_fields(
@@ -317,6 +334,8 @@ class LateLayoutReadout(tf.keras.layers.Layer):
   Init args:
     hidden: MLP width; rows have half of it.
     dropout: MLP dropout.
+    tiling: The model's `learned_tiling.LearnedTiling`, which `phys` goes
+      through and pads the sizes.
     config_only: Read the config values alone (the no-graph baseline): no
       op state, no `phys`, no rate x size terms.
 
@@ -324,11 +343,13 @@ class LateLayoutReadout(tf.keras.layers.Layer):
     {"scores": [components], "example", "slot"}.
   """
 
-  def __init__(self, hidden: int, dropout: float, config_only: bool = False,
+  def __init__(self, hidden: int, dropout: float,
+               tiling: tf.keras.layers.Layer, config_only: bool = False,
                **kwargs):
     super().__init__(**kwargs)
     width = max(hidden // 2, 8)
     self._config_only = config_only
+    self._tiling = tiling
     self._from_op = tf.keras.layers.Dense(width, use_bias=False,
                                           name="from_op")
     self._phys = tf.keras.layers.Dense(width, use_bias=False, name="phys")
@@ -355,12 +376,13 @@ class LateLayoutReadout(tf.keras.layers.Layer):
           inputs, "reads", tfgnn.TARGET, "sum",
           feature_value=tfgnn.broadcast_node_to_edges(
               inputs, "reads", tfgnn.SOURCE, feature_value=h))
-      state += self._phys(rows["phys"])
+      phys, cost_scale = self._tiling(rows["phys"], rows["cost_scale"])
+      state += self._phys(phys)
     state = tf.nn.relu(state)
     contribution = self._mlp(state)
     if not self._config_only:
-      contribution += tf.reduce_sum(
-          self._rates(state) * rows["cost_scale"], axis=1, keepdims=True)
+      contribution += tf.reduce_sum(self._rates(state) * cost_scale, axis=1,
+                                    keepdims=True)
     # Rows are shared by the configs that agree on them: each config sums
     # its own along its `adds_to` edges.
     total = tfgnn.pool_edges_to_node(
@@ -457,11 +479,13 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
   inputs = tf.keras.layers.Input(type_spec=input_spec)
   layout = cfg.kind == "layout"
   late = layout and cfg.join == "late"
+  # One tiling for the whole model: the chip's.
+  tiling = learned_tiling.LearnedTiling(name="tiling")
   if late:
-    graph = StaticOpEncoder(cfg.hidden, node_norm, cfg.opcode_dim,
+    graph = StaticOpEncoder(cfg.hidden, node_norm, cfg.opcode_dim, tiling,
                             name="op_encoder")(inputs)
   elif layout:
-    graph = LayoutEncoder(cfg.hidden, node_norm, cfg.opcode_dim,
+    graph = LayoutEncoder(cfg.hidden, node_norm, cfg.opcode_dim, tiling,
                           config_only=cfg.config_only,
                           name="layout_encoder")(inputs)
   else:
@@ -471,12 +495,12 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
     for i in range(cfg.layers):
       graph = _gnn_layer(cfg, i)(graph)
   if late:
-    out = LateLayoutReadout(cfg.hidden, cfg.dropout,
+    out = LateLayoutReadout(cfg.hidden, cfg.dropout, tiling,
                             config_only=cfg.config_only,
                             name="readout")(graph, inputs)
   elif layout:
     # The config-only baseline must not see where copies run (graph facts).
-    out = LayoutReadout(cfg.hidden, cfg.dropout,
+    out = LayoutReadout(cfg.hidden, cfg.dropout, tiling,
                         linear_costs=not cfg.config_only,
                         name="readout")(graph, inputs)
   else:

@@ -39,6 +39,7 @@ from trainer import export
 from trainer import feature_stats
 from trainer import hparams
 from trainer import input_fn
+from trainer import learned_tiling
 from trainer import metrics
 from trainer import model as model_lib
 
@@ -346,6 +347,7 @@ def train(cfg: hparams.TrainConfig,
       "model": dataclasses.asdict(cfg.model), "valid_metrics": final,
       "feature_stats": stats.to_json(),
       "hops": cfg.hops,
+      "learned_tiling": learned_tiling.learned(score_model),
       "note": "trained on the data it was given; on tpurank synth data the "
               "runtimes are simulated",
   }
@@ -367,7 +369,9 @@ def train(cfg: hparams.TrainConfig,
              "train_examples": num_examples, "steps_per_epoch": steps,
              "replicas": replicas, "workers": workers, "xla": jit,
              "export": path,
-             "default_guard": guard, **throughput.summary()}
+             "default_guard": guard,
+             "learned_tiling": metadata["learned_tiling"],
+             **throughput.summary()}
   with open(os.path.join(work_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2, default=float)
   # No worker returns before the chief's export is complete (the TFX

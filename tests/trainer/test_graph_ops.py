@@ -131,12 +131,18 @@ def test_physical_layout_features_by_hand():
       *layout_features.op_shapes(feat), cfg, producers).numpy()
   assert phys.shape == (3, layout_features.PHYS_WIDTH)
   assert not phys[[0, 2]].any()  # Only configurable ops get values.
-  out, inp, kern = phys[1, :7], phys[1, 7:14], phys[1, 14:]
-  np.testing.assert_allclose(out[:5], np.log([3, 224, 128 / 3, 1,
-                                               128 / 3]), rtol=1e-5)
-  assert out[5] == 0 and out[6] == 0  # Explicit, and not the current one.
-  np.testing.assert_allclose(inp[:5], np.log([128, 4, 1, 2, 2]), rtol=1e-5)
-  assert inp[5] == 0 and inp[6] == 1  # Same as the producer's layout.
+  width = layout_features.PHYS_WIDTH // 3
+  out, inp, kern = phys[1, :width], phys[1, width:2 * width], phys[1, 2 * width:]
+  tiling = layout_features.TILING
+  # Lanes (128, 256), then sublanes (8, 16, 32).
+  assert (tiling.stop - tiling.start, width) == (5, 9)
+  np.testing.assert_allclose(out[:2], np.log([3, 224]), rtol=1e-5)
+  np.testing.assert_allclose(out[tiling], np.log([128 / 3, 256 / 3, 1, 1, 1]),
+                             rtol=1e-5)
+  assert out[-2] == 0 and out[-1] == 0  # Explicit, and not the current one.
+  np.testing.assert_allclose(inp[:2], np.log([128, 4]), rtol=1e-5)
+  np.testing.assert_allclose(inp[tiling], np.log([1, 2, 2, 4, 8]), rtol=1e-5)
+  assert inp[-2] == 0 and inp[-1] == 1  # Same as the producer's layout.
   assert not kern.any()  # No second operand.
 
 
@@ -166,25 +172,30 @@ def test_propagated_layout_features_by_hand():
       *layout_features.op_shapes(feat), opcode, cfg,
       layout_features.operand_producers(7, src, tgt)).numpy()
   assert out.shape == (7, layout_features.PROPAGATED_WIDTH)
+  changed = layout_features.TILING.stop  # "Not the current layout".
+  first_copy, second_copy = layout_features.PROP_COPY
+  first_moved, second_moved = layout_features.PROP_MOVED_MINOR
   # The dot and the add run in (0, 1): no longer their current layout.
-  np.testing.assert_array_equal(out[:, 5], [0, 1, 1, 0, 0, 0, 0])
+  np.testing.assert_array_equal(out[:, changed], [0, 1, 1, 0, 0, 0, 0])
   np.testing.assert_allclose(out[2, :2], np.log([4, 128]), rtol=1e-6)
   # First-operand copies: the dot (reads (0, 1) of a (1, 0) parameter),
   # the reduce and the rank-3 negate (want the add's default (1, 0)).
-  np.testing.assert_array_equal(out[:, 6], [0, 1, 0, 1, 0, 0, 1])
-  np.testing.assert_allclose(out[3, 7], np.log(4 * 128), rtol=1e-6)
-  assert not out[:, [8, 9, 11]].any()  # Nobody has a second operand.
+  np.testing.assert_array_equal(out[:, first_copy], [0, 1, 0, 1, 0, 0, 1])
+  np.testing.assert_allclose(out[3, first_copy + 1], np.log(4 * 128),
+                             rtol=1e-6)
+  # Nobody has a second operand.
+  assert not out[:, [second_copy, second_copy + 1, second_moved]].any()
   # Reads with another minor dim than the operand's current (1, 0): the
   # dot's and transpose's chosen (0, 1), the add and copy following the
   # dot's (0, 1); the reduce and negate read the add's current layout.
-  np.testing.assert_array_equal(out[:, 10], [0, 1, 1, 0, 1, 1, 0])
+  np.testing.assert_array_equal(out[:, first_moved], [0, 1, 1, 0, 1, 1, 0])
 
 
 def test_cost_scales_are_linear_sizes_relative_to_their_graph():
-  """Padded own size, an operand's size where a copy moves it, a dot's work
-  where it reads an operand along another minor dim and padded by its
-  layout, and its padded reads, each over the mean op size of the
-  component."""
+  """Own size, an operand's size where a copy moves it, a dot's work where
+  it reads an operand along another minor dim and in all, and its reads,
+  each over the mean op size of the component (unpadded: the model pads
+  them under the tiling it learns)."""
   from schemas import opcodes  # pylint: disable=g-import-not-at-top
   opcode = np.array([opcodes.opcode_id(x) for x in
                      ("parameter", "parameter", "dot", "add")], np.int32)
@@ -194,17 +205,15 @@ def test_cost_scales_are_linear_sizes_relative_to_their_graph():
   feat[2, 21:23] = (8, 32)  # out [m, n]: 256; component 0 mean: 298.67.
   feat[3, 21] = 10  # Component 1: a lone add of 10 elements.
   propagated = np.zeros((4, layout_features.PROPAGATED_WIDTH), np.float32)
-  propagated[2, 4] = np.log(2.0)  # Its layout doubles the dot's volume.
-  propagated[2, 6] = 1  # The dot copies its lhs to another layout,
-  propagated[2, 11] = 1  # and reads its rhs along another minor dim.
+  propagated[2, layout_features.PROP_COPY[0]] = 1  # The dot copies its lhs
+  # to another layout, and reads its rhs along another minor dim.
+  propagated[2, layout_features.PROP_MOVED_MINOR[1]] = 1
   cfg = np.zeros((4, 19), np.float32)
-  cfg[2, 18] = 1  # The dot is configurable,
-  physical = np.zeros((4, layout_features.PHYS_WIDTH), np.float32)
-  physical[2, 18] = np.log(4.0)  # and its kernel layout pads the rhs 4x.
+  cfg[2, 18] = 1  # The dot is configurable.
   src, tgt = np.array([0, 1], np.int32), np.array([2, 2], np.int32)
   dims, _ = layout_features.op_shapes(feat)
   out = layout_features.cost_scales(
-      dims, opcode, cfg, physical, propagated,
+      dims, opcode, cfg, propagated,
       layout_features.operand_producers(4, src, tgt),
       layout_features.size_units(dims, np.array([3, 1], np.int32))).numpy()
   assert out.shape == (4, layout_features.COST_SCALE_WIDTH)
@@ -212,7 +221,7 @@ def test_cost_scales_are_linear_sizes_relative_to_their_graph():
   work = 8 * 32 * 16 / layout_features.MATMUL_WORK_PER_ELEMENT  # m * n * k.
   np.testing.assert_allclose(out[:3] * unit, [
       [128, 0, 0, 0, 0, 0, 0, 0], [512, 0, 0, 0, 0, 0, 0, 0],
-      [512, 128, 0, 0, work, 2 * work, 128, 4 * 512]], rtol=1e-5)
+      [256, 128, 0, 0, work, work, 128, 512]], rtol=1e-5)
   np.testing.assert_allclose(out[3], [1, 0, 0, 0, 0, 0, 0, 0])
 
 
