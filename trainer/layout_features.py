@@ -65,8 +65,8 @@ def layout_phys(dims, current, chosen):
   minor = tf.maximum(tf.gather(dims, perm[:, 0], batch_dims=1), 1.0)
   second = tf.where(rank >= 2, tf.gather(dims, perm[:, 1], batch_dims=1), 1.0)
   second = tf.maximum(second, 1.0)
-  pad_minor = tpu_tiling.minor_paddings(minor)
-  pad_second = tpu_tiling.second_minor_paddings(second)
+  pad_minor = tpu_tiling.log_paddings(minor, F.TILE_LANE_CHOICES)
+  pad_second = tpu_tiling.log_paddings(second, F.TILE_SUBLANE_CHOICES)
   same = tf.reduce_all(tf.logical_or(tf.equal(chosen, current),
                                      tf.range(F.MAX_RANK)[None, :] >= rank[:, None]),
                        axis=1)

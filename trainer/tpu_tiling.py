@@ -6,7 +6,6 @@ the simulator).
 
 import tensorflow as tf
 
-from schemas import features as F
 
 
 def log_padding(size, multiple: float):
@@ -14,15 +13,7 @@ def log_padding(size, multiple: float):
   return tf.math.log(tf.math.ceil(size / multiple) * multiple / size)
 
 
-def minor_paddings(size):
-  """[N, len(TILE_LANE_CHOICES)] log padding waste of most-minor dims
-  `size` ([N]) to each lane count a layout model weighs."""
-  return tf.stack([log_padding(size, float(c))
-                   for c in F.TILE_LANE_CHOICES], axis=1)
-
-
-def second_minor_paddings(size):
-  """[N, len(TILE_SUBLANE_CHOICES)] log padding waste of second-minor dims
-  `size` ([N]) to each sublane count a layout model weighs."""
-  return tf.stack([log_padding(size, float(c))
-                   for c in F.TILE_SUBLANE_CHOICES], axis=1)
+def log_paddings(size, multiples) -> tf.Tensor:
+  """[N, len(multiples)] `log_padding` of sizes `size` ([N]) to each of
+  `multiples` (a layout model's lane or sublane choices)."""
+  return tf.stack([log_padding(size, float(m)) for m in multiples], axis=1)
