@@ -13,9 +13,10 @@ command and defaults on every chip: nothing is tuned per chip) and reports
 its valid Kendall tau beside that data's noise ceiling (the tau between the
 chip's noiseless and measured runtimes, `bench_quality.reference_metrics`).
 The model is the same on every chip: it weighs the real TPU tilings (8, 16
-or 32 sublanes by 128 lanes, and 256 lanes) and learns which one the data's
-chip has (`trainer.learned_tiling`); the report shows what it learned. Every
-runtime is SIMULATED.
+or 32 sublanes by 128 lanes, and 256 lanes) and two propagation rules (XLA's,
+and one-operand elementwise ops only) and learns which the data's chip has
+(`trainer.learned_tiling`, `trainer.learned_propagation`); the report shows
+what it learned. Every runtime is SIMULATED.
 """
 
 import argparse
@@ -28,6 +29,7 @@ import numpy as np
 from benchmarks import bench_quality
 from benchmarks import report
 from schemas import npz_format
+from schemas import opcodes
 from simulator import hardware
 from simulator import synth
 
@@ -59,6 +61,9 @@ def run_chip(chip: str, args) -> dict:
           "tau": [r["valid_metrics"]["kendall_tau"] for r in runs],
           "best_epoch": [r.get("best_epoch") for r in runs],
           "tiling": [_tiling(r.get("learned_tiling")) for r in runs],
+          "rule": [_rule(r.get("learned_propagation")) for r in runs],
+          "chip_rule": ("unary" if sim.propagates <= opcodes.ELEMENTWISE_UNARY
+                        else "elementwise"),
           "median_spread": float(np.median(spread))}
 
 
@@ -70,6 +75,14 @@ def _tiling(learned) -> str:
   best = {k: max(v.items(), key=lambda kv: kv[1]) for k, v in learned.items()}
   return (f"{best['sublanes'][0]}x{best['lanes'][0]} "
           f"({best['sublanes'][1]:.2f}, {best['lanes'][1]:.2f})")
+
+
+def _rule(learned) -> str:
+  """The heaviest rule of a run's learned propagation, with its weight."""
+  if not learned:
+    return "-"
+  rule, weight = max(learned.items(), key=lambda kv: kv[1])
+  return f"{rule} ({weight:.2f})"
 
 
 def main():
@@ -97,14 +110,16 @@ def main():
       "(early stopping on the valid tau ends it sooner: see the best "
       "epoch). Learned tiling: the sublanes x lanes the model settled on "
       "per run (`trainer.learned_tiling`), with the weights it gives "
-      "them.", "",
+      "them; learned rule: the propagation rule it settled on "
+      "(`trainer.learned_propagation`: every same-shape elementwise op "
+      "inherits a layout, or the one-operand ones only).", "",
       f"Command: `{cmd}`  ", f"Date: {time.strftime('%Y-%m-%d %H:%M')}; "
       f"valid split of {args.collection} (`--scale small --seed 0`); mean "
       "± std over training seeds.", "",
       "| chip | Kendall tau | noise ceiling | share of the ceiling | "
       f"goal ({GOAL:.0%}) | best epoch | learned tiling | chip's tiling | "
-      "median spread (slowest / fastest) |",
-      "|---|---|---|---|---|---|---|---|---|"]
+      "learned rule | chip's rule | median spread (slowest / fastest) |",
+      "|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
     share = np.mean(r["tau"]) / r["ceiling"]
     lines.append(
@@ -113,6 +128,7 @@ def main():
         f"{'met' if share >= GOAL else 'missed'} | "
         f"{', '.join(str(e) for e in r['best_epoch'])} | "
         f"{'; '.join(r['tiling'])} | {r['chip_tiling']} | "
+        f"{'; '.join(r['rule'])} | {r['chip_rule']} | "
         f"{r['median_spread']:.2f} |")
   report.write_report(args.report, lines)
   report.write_json(args.report, {"command": cmd, "rows": rows})

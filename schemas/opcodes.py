@@ -131,17 +131,22 @@ OPCODE_IDS: dict[str, int] = {
 
 OPCODE_NAMES: dict[int, str] = {v: k for k, v in OPCODE_IDS.items()}
 
-# HLO's elementwise ops: XLA's layout assignment lets them run in their
-# operand's layout, so a layout chosen upstream propagates through them.
-ELEMENTWISE = frozenset((
-    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare",
-    "convert", "cosine", "divide", "exponential", "exponential-minus-one",
-    "floor", "imag", "is-finite", "log", "log-plus-one", "logistic",
-    "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt",
-    "power", "real", "remainder", "round-nearest-afz", "round-nearest-even",
-    "rsqrt", "select", "shift-left", "shift-right-arithmetic",
-    "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan", "tanh",
-    "xor"))
+# HLO's elementwise ops with one operand, and all of them: XLA's layout
+# assignment lets them run in their operand's layout, so a layout chosen
+# upstream propagates through them. A compiler (or chip) may propagate
+# through the one-operand ops only: the layout model weighs both rules
+# (`trainer.learned_propagation`).
+ELEMENTWISE_UNARY = frozenset((
+    "abs", "cbrt", "ceil", "convert", "cosine", "exponential",
+    "exponential-minus-one", "floor", "imag", "is-finite", "log",
+    "log-plus-one", "logistic", "negate", "not", "popcnt", "real",
+    "round-nearest-afz", "round-nearest-even", "rsqrt", "sign", "sine",
+    "sqrt", "tan", "tanh"))
+ELEMENTWISE = ELEMENTWISE_UNARY | frozenset((
+    "add", "and", "atan2", "clamp", "compare", "divide", "maximum",
+    "minimum", "multiply", "or", "power", "remainder", "select",
+    "shift-left", "shift-right-arithmetic", "shift-right-logical",
+    "subtract", "xor"))
 
 UNKNOWN_OPCODE = 0
 MAX_OPCODE_ID = max(OPCODE_IDS.values())

@@ -10,7 +10,10 @@ features of an op can depend on the config only if the op is
 * a reader of an op in `L` (as first or second operand: a copy may appear).
 
 `R` is those ops; every other op has the same features under every config
-and adds the same amount to every config's score.
+and adds the same amount to every config's score. The features come under
+each propagation rule (`layout_features.PROPAGATION_RULES`); `L` and `R`
+are those of XLA's, which lets the most ops inherit, so they hold every
+rule's.
 
 The features of an op of `R` under a config depend on that config's values
 at three layout heads at most: its own (all 18 values if the op is
@@ -169,16 +172,24 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   # The compiler default (every config value -1) on every op, once.
   flag = tf.cast(configurable, tf.float32)[:, None]
   default = tf.concat([-tf.ones([total, lf.CFG_WIDTH - 1]), flag], axis=1)
-  heads = lf.layout_heads(lf.inheriting(dims, opcode, default, producers),
-                          producers)
+  # Features come under every propagation rule (the model learns the
+  # chip's). The first lets the most ops inherit: another rule's heads are
+  # its heads or ops whose layout no config changes, so its L and R hold
+  # the other rules' and its row keys tell their features apart.
+  rule_heads = [lf.layout_heads(lf.inheriting(dims, opcode, default,
+                                              producers, rule), producers)
+                for rule in lf.PROPAGATION_RULES]
+  heads = rule_heads[0]
   changes, reads = changed_ops(configurable, heads, producers)
   unit = lf.size_units(dims, n)
-  static_layout = lf.effective_layouts(dims, current, opcode, default,
-                                       producers, heads=heads)
-  static_phys = tf.concat([
-      lf.physical_layout_features(dims, current, default, producers),
-      lf.propagated_layout_features(dims, current, opcode, default,
-                                    producers)], axis=1)
+  static_layouts = [lf.effective_layouts(dims, current, opcode, default,
+                                         producers, heads=h)
+                    for h in rule_heads]
+  static_phys = tf.concat(
+      [lf.physical_layout_features(dims, current, default, producers)] +
+      [lf.propagated_layout_features(dims, current, opcode, default,
+                                     producers, rule)
+       for rule in lf.PROPAGATION_RULES], axis=1)
 
   # The config table: one slot per (config, configurable op of its
   # example), holding the node config row (-1: the config has none). A
@@ -300,29 +311,32 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
     return tf.gather(nc_cfg, tf.where(tf.gather(configurable, ops), at + 1,
                                       0))
 
-  def layout_of(ops):  # Effective output layouts under the row's config.
+  def layout_of(ops, rule):  # Effective layouts under the row's config.
     # A changing op runs in its (configurable) head's output layout: the
     # chosen one, read from the distinct layouts; else the head's current.
-    h = tf.gather(heads, ops)
-    h_column = tf.where(tf.gather(changes, ops), tf.gather(column, h), 0)
+    h = tf.gather(rule_heads[rule], ops)
+    moves = tf.gather(configurable, h)
+    h_column = tf.where(moves, tf.gather(column, h), 0)
     out_id = tf.gather(ids[:, 0], tf.maximum(row_shift + h_column, 0))
     chosen = tf.gather(entry_layout, tf.gather(entry_base, 3 * h_column) +
                        tf.cast(out_id, tf.int32))
     own = lf.chosen_or_current(chosen, tf.gather(current, h))
-    return tf.where(tf.gather(changes, ops)[:, None], own,
-                    tf.gather(static_layout, ops))
+    return tf.where(moves[:, None], own,
+                    tf.gather(static_layouts[rule], ops))
 
   cfg = cfg_at(row_op)
   r_dims, r_current = tf.gather(dims, row_op), tf.gather(current, row_op)
-  operands = []
-  for p in producers:
-    rp = tf.gather(p, row_op)
-    q = tf.maximum(rp, 0)
-    operands.append((tf.gather(dims, q), tf.gather(current, q),
-                     layout_of(q), rp >= 0))
   r_opcode = tf.gather(opcode, row_op)
-  propagated = lf.layout_change_features(r_dims, r_current, r_opcode, cfg,
-                                         layout_of(row_op), operands)
+  propagated = []
+  for rule in range(len(lf.PROPAGATION_RULES)):
+    operands = []
+    for p in producers:
+      rp = tf.gather(p, row_op)
+      q = tf.maximum(rp, 0)
+      operands.append((tf.gather(dims, q), tf.gather(current, q),
+                       layout_of(q, rule), rp >= 0))
+    propagated.append(lf.layout_change_features(
+        r_dims, r_current, r_opcode, cfg, layout_of(row_op, rule), operands))
   row_configurable = tf.gather(configurable, row_op)
   row_column = tf.where(row_configurable, tf.gather(column, row_op), 0)
   row_ids = tf.gather(ids, tf.maximum(row_shift + row_column, 0))
@@ -330,8 +344,9 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   physical = tf.reshape(
       tf.gather(entry_phys, entries + tf.cast(row_ids, tf.int32)),
       [-1, lf.PHYS_WIDTH]) * cfg[:, lf.CONFIGURABLE:]
-  cost = lf.cost_scales(dims, r_opcode, cfg, propagated, producers,
-                        tf.gather(unit, row_op), row_op)
+  row_unit = tf.gather(unit, row_op)
+  cost = tf.concat([lf.cost_scales(dims, r_opcode, cfg, p, producers,
+                                   row_unit, row_op) for p in propagated], 1)
 
   # Ops (and their edges) of examples without configs have no component.
   op_kept = tf.gather(k > 0, op_example)
@@ -362,7 +377,7 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
           "config_op": tfgnn.NodeSet.from_fields(
               sizes=rows_per_config,
               features={
-                  "phys": tf.concat([physical, propagated], 1),
+                  "phys": tf.concat([physical] + propagated, 1),
                   "cost_scale": cost, "cfg": cfg}),
           "config": tfgnn.NodeSet.from_fields(sizes=ones, features={}),
       },

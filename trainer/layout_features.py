@@ -2,9 +2,10 @@
 
 `expand_layout` attaches them to each op copy of a config: `phys` (the
 layouts' tiling at configurable ops, `physical_layout_features`, and where
-they propagate with the copies they imply, `propagated_layout_features`)
-and `cost_scale` (the linear sizes those copies and the op move,
-`cost_scales`). Columns are read by name from `schemas.features`.
+they propagate with the copies they imply, `propagated_layout_features`,
+under each of PROPAGATION_RULES) and `cost_scale` (the linear sizes those
+copies and the op move, `cost_scales`, under each rule). Columns are read
+by name from `schemas.features`.
 """
 
 from typing import Optional
@@ -136,6 +137,15 @@ PHYS_WIDTH = 3 * _LAYOUT_PHYS_WIDTH
 # conv/dot nets (bias, activation, normalisation) are a few ops long.
 PROPAGATION_STEPS = 8
 _ELEMENTWISE_IDS = sorted(opcodes.opcode_id(n) for n in opcodes.ELEMENTWISE)
+# Which ops a layout propagates through: XLA's rule (every same-shape
+# elementwise op, the first) or the one-operand ones only. The features
+# carry both; the model learns the chip's (`learned_propagation`).
+PROPAGATION_RULES = ("elementwise", "unary")
+_INHERITING_IDS = {
+    "elementwise": _ELEMENTWISE_IDS,
+    "unary": sorted(opcodes.opcode_id(n) for n in opcodes.ELEMENTWISE_UNARY)}
+# `config_rows` relies on it: the first rule lets the most ops inherit.
+assert set(_INHERITING_IDS["unary"]) <= set(_INHERITING_IDS["elementwise"])
 
 
 def operand_producers(n, src, tgt):
@@ -163,7 +173,8 @@ def operand_producers(n, src, tgt):
 
 
 def propagated_layout_features(dims: tf.Tensor, current: tf.Tensor,
-                               opcode: tf.Tensor, cfg: tf.Tensor, producers
+                               opcode: tf.Tensor, cfg: tf.Tensor, producers,
+                               rule: str = PROPAGATION_RULES[0]
                                ) -> tf.Tensor:
   """Every op's layout under the config, and the copies it implies.
 
@@ -180,11 +191,13 @@ def propagated_layout_features(dims: tf.Tensor, current: tf.Tensor,
     cfg: [N, 19] config features plus the configurable flag.
     producers: each op's first and second operand, as `operand_producers`
       gives them.
+    rule: Which ops inherit a layout (one of PROPAGATION_RULES).
 
   Returns:
     [N, PROPAGATED_WIDTH] float32.
   """
-  layouts = effective_layouts(dims, current, opcode, cfg, producers)
+  layouts = effective_layouts(dims, current, opcode, cfg, producers,
+                              rule=rule)
   operands = []
   for producer in producers:
     p = tf.maximum(producer, 0)
@@ -263,16 +276,19 @@ def layout_change_features(dims: tf.Tensor, current: tf.Tensor,
   return tf.concat(parts, axis=1)
 
 
-def _is_elementwise(opcode):
-  return tf.reduce_any(tf.equal(tf.cast(opcode, tf.int32)[:, None],
-                                _ELEMENTWISE_IDS), axis=1)
+def _is_elementwise(opcode, ids=_ELEMENTWISE_IDS):
+  return tf.reduce_any(tf.equal(tf.cast(opcode, tf.int32)[:, None], ids),
+                       axis=1)
 
 
-def inheriting(dims, opcode, cfg, producers):
+def inheriting(dims, opcode, cfg, producers,
+               rule: str = PROPAGATION_RULES[0]):
   """[N] bool: ops that run in their first operand's layout (same-shape
-  elementwise ops that are not configurable)."""
+  ops that `rule`, one of PROPAGATION_RULES, lets inherit and that are not
+  configurable)."""
   first = tf.maximum(producers[0], 0)
-  return (_is_elementwise(opcode) & ~(cfg[:, CONFIGURABLE] > 0) &
+  return (_is_elementwise(opcode, _INHERITING_IDS[rule]) &
+          ~(cfg[:, CONFIGURABLE] > 0) &
           (producers[0] >= 0) &
           tf.reduce_all(tf.equal(dims, tf.gather(dims, first)), axis=1))
 
@@ -308,16 +324,19 @@ def own_layouts(current: tf.Tensor, cfg: tf.Tensor) -> tf.Tensor:
 
 
 def effective_layouts(dims, current, opcode, cfg, producers,
-                      heads: Optional[tf.Tensor] = None) -> tf.Tensor:
+                      heads: Optional[tf.Tensor] = None,
+                      rule: str = PROPAGATION_RULES[0]) -> tf.Tensor:
   """[N, 6] float32: each op's output layout under the config.
 
   Its layout head's own layout (`own_layouts`): the chosen `out` of a
   configurable op followed at most PROPAGATION_STEPS ops down each
-  same-shape elementwise chain; the current layout elsewhere. `heads`
-  (`layout_heads`), if the caller has them, saves the walk.
+  same-shape elementwise chain (the ops `rule` lets inherit); the current
+  layout elsewhere. `heads` (`layout_heads` under `rule`), if the caller
+  has them, saves the walk.
   """
   if heads is None:
-    heads = layout_heads(inheriting(dims, opcode, cfg, producers), producers)
+    heads = layout_heads(inheriting(dims, opcode, cfg, producers, rule),
+                         producers)
   return tf.gather(own_layouts(current, cfg), heads)
 
 

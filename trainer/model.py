@@ -25,8 +25,9 @@ that place each score in its example.
   (= config), as runtimes sum over ops: an MLP of the op's state plus rates
   (linear in the state) times the op's `cost_scale` sizes, as costs grow
   linearly with the bytes an op or a copy moves. Both layout joins learn
-  the chip's memory tiling (`learned_tiling`): `phys` and the sizes are
-  padded under it. Tile readout: mean and max of the
+  the chip's propagation rule (`learned_propagation`: the features come
+  under each) and memory tiling (`learned_tiling`): `phys` and the sizes
+  are padded under it. Tile readout: mean and max of the
   op states, broadcast to every config node, joined with the config's
   features, through an MLP.
 * `gnn="none"` with `config_only=True` is the no-graph baseline: it scores a
@@ -44,6 +45,7 @@ from tensorflow_gnn.models import mt_albis
 
 from schemas import opcodes
 from trainer import layout_features
+from trainer import learned_propagation
 from trainer import learned_tiling
 from trainer import ranking
 from trainer.hparams import GNNS
@@ -103,6 +105,30 @@ def _config_onehot(feat):
   return tf.reshape(tf.one_hot(values, 7), [-1, 18 * 7])
 
 
+class LayoutRules(tf.keras.layers.Layer):
+  """What a layout model learns of the chip: its propagation rule
+  (`learned_propagation`), then its tiling (`learned_tiling`).
+
+  Call args:
+    phys: The `phys` features (under every propagation rule).
+    cost_scale: Optional `cost_scale` (under every propagation rule).
+
+  Call returns:
+    As `learned_tiling.LearnedTiling` of what the rule's features are.
+  """
+
+  def __init__(self, **kwargs):
+    super().__init__(**kwargs)
+    self._propagation = learned_propagation.LearnedPropagation(
+        name="propagation")
+    self._tiling = learned_tiling.LearnedTiling(name="tiling")
+
+  def call(self, phys, cost_scale=None):
+    if cost_scale is None:
+      return self._tiling(self._propagation(phys))
+    return self._tiling(*self._propagation(phys, cost_scale))
+
+
 class LayoutEncoder(tf.keras.layers.Layer):
   """Initial op states of the config copies of a layout graph.
 
@@ -119,7 +145,7 @@ class LayoutEncoder(tf.keras.layers.Layer):
     hidden: State width.
     node_norm: SignedLogNormalization of the 140 node features.
     opcode_dim: Opcode embedding width.
-    tiling: The model's `learned_tiling.LearnedTiling`, which `phys` goes
+    tiling: The model's `LayoutRules`, which `phys` goes
       through.
     config_only: Read the config values alone (the no-graph baseline).
 
@@ -237,7 +263,7 @@ class LayoutReadout(tf.keras.layers.Layer):
   Init args:
     hidden: MLP width.
     dropout: MLP dropout.
-    tiling: The model's `learned_tiling.LearnedTiling`, which pads the
+    tiling: The model's `LayoutRules`, which pads the
       sizes.
     linear_costs: Add the rate x size terms (off for the config-only
       baseline: where copies run is a fact of the graph).
@@ -286,7 +312,7 @@ class StaticOpEncoder(tf.keras.layers.Layer):
     hidden: State width.
     node_norm: SignedLogNormalization of the 140 node features.
     opcode_dim: Opcode embedding width.
-    tiling: The model's `learned_tiling.LearnedTiling`, which `phys` goes
+    tiling: The model's `LayoutRules`, which `phys` goes
       through.
 
   Call returns:
@@ -334,7 +360,7 @@ class LateLayoutReadout(tf.keras.layers.Layer):
   Init args:
     hidden: MLP width; rows have half of it.
     dropout: MLP dropout.
-    tiling: The model's `learned_tiling.LearnedTiling`, which `phys` goes
+    tiling: The model's `LayoutRules`, which `phys` goes
       through and pads the sizes.
     config_only: Read the config values alone (the no-graph baseline): no
       op state, no `phys`, no rate x size terms.
@@ -479,8 +505,8 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
   inputs = tf.keras.layers.Input(type_spec=input_spec)
   layout = cfg.kind == "layout"
   late = layout and cfg.join == "late"
-  # One tiling for the whole model: the chip's.
-  tiling = learned_tiling.LearnedTiling(name="tiling")
+  # One propagation rule and tiling for the whole model: the chip's.
+  tiling = LayoutRules(name="layout_rules")
   if late:
     graph = StaticOpEncoder(cfg.hidden, node_norm, cfg.opcode_dim, tiling,
                             name="op_encoder")(inputs)

@@ -39,6 +39,7 @@ from trainer import export
 from trainer import feature_stats
 from trainer import hparams
 from trainer import input_fn
+from trainer import learned_propagation
 from trainer import learned_tiling
 from trainer import metrics
 from trainer import model as model_lib
@@ -348,6 +349,7 @@ def train(cfg: hparams.TrainConfig,
       "feature_stats": stats.to_json(),
       "hops": cfg.hops,
       "learned_tiling": learned_tiling.learned(score_model),
+      "learned_propagation": learned_propagation.learned(score_model),
       "note": "trained on the data it was given; on tpurank synth data the "
               "runtimes are simulated",
   }
@@ -371,6 +373,7 @@ def train(cfg: hparams.TrainConfig,
              "export": path,
              "default_guard": guard,
              "learned_tiling": metadata["learned_tiling"],
+             "learned_propagation": metadata["learned_propagation"],
              **throughput.summary()}
   with open(os.path.join(work_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2, default=float)

@@ -8,6 +8,7 @@ from tests.trainer.helpers import make_records
 from trainer import config_rows
 from trainer import graph_ops
 from trainer import input_fn
+from trainer import layout_features as lf
 
 
 def _both(tmp_path, graphs=2, k=5, examples=3):
@@ -42,6 +43,12 @@ def test_rows_carry_exactly_the_early_join_features(tmp_path):
     np.testing.assert_allclose(rows[name].numpy()[row],
                                early.node_sets["op"][name].numpy()[copy],
                                atol=1e-6)
+  # The graphs hold ops where the propagation rules disagree, so the rows
+  # match under both.
+  phys = rows["phys"].numpy()
+  rule_blocks = phys[:, lf.PHYS_WIDTH:].reshape(
+      len(phys), len(lf.PROPAGATION_RULES), lf.PROPAGATED_WIDTH)
+  assert (rule_blocks[:, 0] != rule_blocks[:, 1]).any()
   # Configurable pairs carry their config's values and the flag.
   cfg = rows["cfg"].numpy()[row]
   flags = cfg[:, -1]

@@ -191,6 +191,41 @@ def test_propagated_layout_features_by_hand():
   np.testing.assert_array_equal(out[:, first_moved], [0, 1, 1, 0, 1, 1, 0])
 
 
+def test_the_unary_rule_stops_a_layout_at_two_operand_ops():
+  """Under XLA's rule a dot's layout runs through negate, add and tanh;
+  under the unary rule it stops before the add (two operands), which reads
+  the negate through a copy and runs, as the tanh after it, as it was."""
+  from schemas import opcodes  # pylint: disable=g-import-not-at-top
+  names = ["parameter", "dot", "negate", "add", "tanh"]
+  opcode = np.array([opcodes.opcode_id(x) for x in names], np.int32)
+  feat = np.zeros((5, 140), np.float32)
+  feat[:, 21:23] = (4, 128)
+  feat[:, 134:136] = (1, 0)
+  cfg = -np.ones((5, 19), np.float32)
+  cfg[:, 18] = 0
+  cfg[1, 18] = 1
+  cfg[1, 0:2] = (0, 1)  # The dot's output: (0, 1).
+  # parameter -> dot -> negate -> add(negate, parameter) -> tanh.
+  src = np.array([0, 1, 2, 0, 3], np.int32)
+  tgt = np.array([1, 2, 3, 3, 4], np.int32)
+  producers = layout_features.operand_producers(5, src, tgt)
+  out = {rule: layout_features.propagated_layout_features(
+      *layout_features.op_shapes(feat), opcode, cfg, producers, rule).numpy()
+         for rule in layout_features.PROPAGATION_RULES}
+  changed = layout_features.TILING.stop
+  first_copy, second_copy = layout_features.PROP_COPY
+  np.testing.assert_array_equal(out["elementwise"][:, changed],
+                                [0, 1, 1, 1, 1])
+  np.testing.assert_array_equal(out["unary"][:, changed], [0, 1, 1, 0, 0])
+  # XLA's rule: the add reads the parameter, (1, 0), in (0, 1).
+  np.testing.assert_array_equal(out["elementwise"][:, first_copy], 0)
+  np.testing.assert_array_equal(out["elementwise"][:, second_copy],
+                                [0, 0, 0, 1, 0])
+  # The unary rule: the add reads the negate, (0, 1), in (1, 0).
+  np.testing.assert_array_equal(out["unary"][:, first_copy], [0, 0, 0, 1, 0])
+  np.testing.assert_array_equal(out["unary"][:, second_copy], 0)
+
+
 def test_cost_scales_are_linear_sizes_relative_to_their_graph():
   """Own size, an operand's size where a copy moves it, a dot's work where
   it reads an operand along another minor dim and in all, and its reads,
