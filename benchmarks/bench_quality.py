@@ -3,7 +3,8 @@
 Usage:
   python -m benchmarks.bench_quality [--minutes M] [--seeds 0 1 2]
       [--collections ...] [--data DIR] [--report FILE]
-      [--official-baseline DIR] [--reuse-runs]
+      [--official-baseline DIR] [--reuse-runs] [--joins late early]
+      [--no-config-only]
 
 For each collection (simulated with `tpurank synth --scale small`, fixed
 seed), trains the GNN and the config-only model (same loss, same budget of
@@ -19,6 +20,10 @@ run outside this project on the same npz with their `test` split pointed at
 our `valid` split: DIR/out/layout_<source>_<search>.csv (their ranking of
 every config, best first) and DIR/out/tile/run_*.jsonz (their top-K errors).
 `--reuse-runs` reads finished runs' summary.json instead of training again.
+`--joins` trains the layout GNN once per join given (`trainer.hparams.JOINS`;
+default: the default join alone), side by side on the same examples; the
+default join's rows are "GNN", another's "GNN, <join> join".
+`--no-config-only` leaves the config-only baseline out.
 """
 
 import argparse
@@ -38,6 +43,7 @@ from benchmarks import report
 
 from schemas import npz_format
 from simulator import synth
+from trainer import hparams
 from trainer import metrics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -102,7 +108,7 @@ REPORT = "benchmarks/results/quality.md"
 
 
 def train_and_score(data, collection, out, minutes, seed, config_only,
-                    reuse=False, records=None):
+                    reuse=False, records=None, join=None):
   cmd = [sys.executable, "-m", "tpurank.cli", "train", "--collection",
          collection, "--data", data, "--out", out, "--max-minutes",
          # One sample of configs (records) for every run; seeds vary the
@@ -112,6 +118,8 @@ def train_and_score(data, collection, out, minutes, seed, config_only,
          "--no-export"]
   if config_only:
     cmd.append("--config-only")
+  if join:
+    cmd += ["--join", join]
   if reuse and os.path.exists(os.path.join(out, "summary.json")):
     with open(os.path.join(out, "summary.json")) as f:
       return json.load(f)
@@ -138,6 +146,12 @@ def main():
   parser.add_argument("--report", default=REPORT)
   parser.add_argument("--official-baseline", default=None, metavar="DIR")
   parser.add_argument("--reuse-runs", action="store_true")
+  parser.add_argument("--joins", nargs="+", choices=hparams.JOINS,
+                      default=[hparams.JOINS[0]],
+                      help="layout joins to train side by side (default: "
+                      "%(default)s)")
+  parser.add_argument("--no-config-only", action="store_true",
+                      help="leave out the config-only baseline")
   args = parser.parse_args()
   results = {}
   for c in args.collections:
@@ -155,19 +169,36 @@ def main():
           args.data, c, "valid") + "/*.npz"))
       ref = {"official TpuGraphs baseline": official_baseline(
           c, graphs, paths, args.official_baseline), **ref}
-    runs = {"GNN": [], "config-only": []}
-    records = None
+    models = _models(kind, args.joins, not args.no_config_only)
+    runs = {name: [] for name, *_ in models}
+    # Records per join: the joins cut examples of different K
+    # (`conversion.options.train_k`), so they cannot share one sample.
+    records = {}
     for seed in args.seeds:
-      for name, config_only in (("GNN", False), ("config-only", True)):
+      for name, slug, config_only, join in models:
+        key = join or hparams.JOINS[0]
         out = os.path.join(os.path.dirname(args.data), "runs",
-                           c.replace(":", "_"), f"{name}-{seed}")
+                           c.replace(":", "_"), f"{slug}-{seed}")
         runs[name].append(train_and_score(args.data, c, out, args.minutes,
                                           seed, config_only, args.reuse_runs,
-                                          records))
-        records = records or os.path.join(out, "records")
+                                          records.get(key), join))
+        records.setdefault(key, os.path.join(out, "records"))
         print(c, name, seed, runs[name][-1]["valid_metrics"], flush=True)
     results[c] = {"reference": ref, "runs": runs}
   _write(args, results)
+
+
+def _models(kind, joins, config_only):
+  """(report name, run folder, config-only, join flag) of each model."""
+  models = []
+  for join in (joins if kind == "layout" else [hparams.JOINS[0]]):
+    if join == hparams.JOINS[0]:
+      models.append(("GNN", "GNN", False, None))
+    else:
+      models.append((f"GNN, {join} join", f"GNN-{join}", False, join))
+  if config_only:
+    models.append(("config-only", "config-only", True, None))
+  return models
 
 
 def fmt(values):
@@ -186,6 +217,10 @@ def _command(args) -> str:
          f"--seeds {' '.join(map(str, args.seeds))}")
   if list(args.collections) != list(npz_format.COLLECTIONS):
     cmd += " --collections " + " ".join(args.collections)
+  if args.joins != [hparams.JOINS[0]]:
+    cmd += " --joins " + " ".join(args.joins)
+  if args.no_config_only:
+    cmd += " --no-config-only"
   if args.report != REPORT:
     cmd += f" --report {args.report}"
   return cmd

@@ -193,6 +193,32 @@ def _embed(out: str, name: str, summary_dir: str) -> list[str]:
   return text.splitlines() + [""]
 
 
+# Runs too long for the suite's hour, linked under their benchmark's
+# report: what they are, and their reports under benchmarks/results/.
+LONG_RUNS = {
+    "quality": ("The same comparison at the trainer's default budget (10 "
+                "minutes per model), beside the official TpuGraphs baseline "
+                "(run outside this project)",
+                ["quality.md", "quality_layout_late.md",
+                 "quality_nlp_default_joins.md"]),
+    "chips": ("The same chips with 3 training seeds each",
+              ["chips.md", "chips_wide.md"]),
+}
+
+
+def _long_runs(name: str, summary_dir: str) -> list[str]:
+  """The line linking a benchmark's long runs (those that exist)."""
+  if name not in LONG_RUNS:
+    return []
+  what, reports = LONG_RUNS[name]
+  paths = [os.path.join(ROOT, "benchmarks", "results", r) for r in reports]
+  links = [os.path.relpath(p, summary_dir) for p in paths
+           if os.path.exists(p)]
+  if not links:
+    return []
+  return [what + ": " + ", ".join(f"[{l}]({l})" for l in links) + ".", ""]
+
+
 def write_summary(out: str, summary_path: str, runs: list, quick: bool):
   """BENCHMARKS.md: what ran, the speed ratios, every report and plot."""
   quality = _load(out, "quality")
@@ -226,13 +252,7 @@ def write_summary(out: str, summary_path: str, runs: list, quick: bool):
     lines += _embed(out, name, summary_dir)
     if name == "quality" and quality:
       lines += [f"![quality]({rel}/quality.png)", ""]
-      long_run = os.path.join(ROOT, "benchmarks", "results", "quality.md")
-      if os.path.exists(long_run):  # Too long for the suite's hour.
-        link = os.path.relpath(long_run, summary_dir)
-        lines += [
-            "The same comparison at the trainer's default budget (10 "
-            "minutes per model), beside the official TpuGraphs baseline "
-            f"(run outside this project): [{link}]({link}).", ""]
+    lines += _long_runs(name, summary_dir)
     if name == "serving" and serving:
       lines += [f"![serving latency]({rel}/serving.png)", ""]
   report.write_report(summary_path, lines)

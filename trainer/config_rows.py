@@ -327,16 +327,16 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   cfg = cfg_at(row_op)
   r_dims, r_current = tf.gather(dims, row_op), tf.gather(current, row_op)
   r_opcode = tf.gather(opcode, row_op)
-  propagated = []
-  for rule in range(len(lf.PROPAGATION_RULES)):
-    operands = []
-    for p in producers:
-      rp = tf.gather(p, row_op)
-      q = tf.maximum(rp, 0)
-      operands.append((tf.gather(dims, q), tf.gather(current, q),
-                       layout_of(q, rule), rp >= 0))
-    propagated.append(lf.layout_change_features(
-        r_dims, r_current, r_opcode, cfg, layout_of(row_op, rule), operands))
+  operands = []  # Per operand: (op, dims, current layout, exists).
+  for p in producers:
+    rp = tf.gather(p, row_op)
+    q = tf.maximum(rp, 0)
+    operands.append((q, tf.gather(dims, q), tf.gather(current, q), rp >= 0))
+  # Only the effective layouts depend on the rule.
+  propagated = [lf.layout_change_features(
+      r_dims, r_current, r_opcode, cfg, layout_of(row_op, rule),
+      [(d, c, layout_of(q, rule), has) for q, d, c, has in operands])
+                for rule in range(len(lf.PROPAGATION_RULES))]
   row_configurable = tf.gather(configurable, row_op)
   row_column = tf.where(row_configurable, tf.gather(column, row_op), 0)
   row_ids = tf.gather(ids, tf.maximum(row_shift + row_column, 0))
@@ -344,9 +344,8 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   physical = tf.reshape(
       tf.gather(entry_phys, entries + tf.cast(row_ids, tf.int32)),
       [-1, lf.PHYS_WIDTH]) * cfg[:, lf.CONFIGURABLE:]
-  row_unit = tf.gather(unit, row_op)
-  cost = tf.concat([lf.cost_scales(dims, r_opcode, cfg, p, producers,
-                                   row_unit, row_op) for p in propagated], 1)
+  phys, cost = lf.under_rules(physical, propagated, dims, r_opcode, cfg,
+                              producers, tf.gather(unit, row_op), row_op)
 
   # Ops (and their edges) of examples without configs have no component.
   op_kept = tf.gather(k > 0, op_example)
@@ -377,8 +376,7 @@ def expand_layout_late(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
           "config_op": tfgnn.NodeSet.from_fields(
               sizes=rows_per_config,
               features={
-                  "phys": tf.concat([physical] + propagated, 1),
-                  "cost_scale": cost, "cfg": cfg}),
+                  "phys": phys, "cost_scale": cost, "cfg": cfg}),
           "config": tfgnn.NodeSet.from_fields(sizes=ones, features={}),
       },
       edge_sets={

@@ -126,7 +126,9 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
   propagated = [layout_features.propagated_layout_features(
       dims, current, new_opcode, cfg, producers, rule)
                 for rule in layout_features.PROPAGATION_RULES]
-  units = layout_features.size_units(dims, n_new)
+  phys, cost_scale = layout_features.under_rules(
+      physical, propagated, dims, new_opcode, cfg, producers,
+      layout_features.size_units(dims, n_new))
   feed_new = tfgnn.EdgeSet.from_fields(
       sizes=m_new,
       adjacency=tfgnn.Adjacency.from_indices(source=("op", src),
@@ -152,11 +154,7 @@ def expand_layout(graph: tfgnn.GraphTensor) -> tfgnn.GraphTensor:
       node_sets={
           "op": tfgnn.NodeSet.from_fields(
               sizes=n_new,
-              features={"phys": tf.concat([physical] + propagated, 1),
-                        "cost_scale": tf.concat([
-                            layout_features.cost_scales(
-                                dims, new_opcode, cfg, p, producers, units)
-                            for p in propagated], 1)}),
+              features={"phys": phys, "cost_scale": cost_scale}),
           "source_op": tfgnn.NodeSet.from_fields(
               sizes=tf.where(tf.equal(slot, 1), n_new, 0),
               features={"opcode": tf.gather(op["opcode"], source_rows),

@@ -439,3 +439,29 @@ COST_PADDING = (3, -1, -1, -1, -1, 3, 1, 2)
 # the readout's rates start on one scale.
 MATMUL_WORK_PER_ELEMENT = 128.0
 _MATMUL_IDS = sorted(opcodes.opcode_id(n) for n in ("dot", "convolution"))
+
+
+def under_rules(physical: tf.Tensor, propagated, dims: tf.Tensor,
+                opcode: tf.Tensor, cfg: tf.Tensor, producers,
+                unit: tf.Tensor, rows: Optional[tf.Tensor] = None
+                ) -> tuple[tf.Tensor, tf.Tensor]:
+  """The `phys` and `cost_scale` features of ops, under every rule.
+
+  The one layout of both features' columns (`learned_propagation` splits
+  them by rule): both joins build them here.
+
+  Args:
+    physical: [R, PHYS_WIDTH] `physical_layout_features` (or
+      `chosen_layout_features`).
+    propagated: Per rule of PROPAGATION_RULES, [R, PROPAGATED_WIDTH]
+      `propagated_layout_features` (or `layout_change_features`).
+    dims, opcode, cfg, producers, unit, rows: As `cost_scales` takes them.
+
+  Returns:
+    ([R, PHYS_WIDTH + rules x PROPAGATED_WIDTH] phys,
+     [R, rules x COST_SCALE_WIDTH] cost_scale).
+  """
+  phys = tf.concat([physical] + list(propagated), axis=1)
+  cost_scale = tf.concat([cost_scales(dims, opcode, cfg, p, producers, unit,
+                                      rows) for p in propagated], axis=1)
+  return phys, cost_scale

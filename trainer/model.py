@@ -145,7 +145,7 @@ class LayoutEncoder(tf.keras.layers.Layer):
     hidden: State width.
     node_norm: SignedLogNormalization of the 140 node features.
     opcode_dim: Opcode embedding width.
-    tiling: The model's `LayoutRules`, which `phys` goes
+    rules: The model's `LayoutRules`, which `phys` goes
       through.
     config_only: Read the config values alone (the no-graph baseline).
 
@@ -155,12 +155,12 @@ class LayoutEncoder(tf.keras.layers.Layer):
   """
 
   def __init__(self, hidden: int, node_norm: tf.keras.layers.Layer,
-               opcode_dim: int, tiling: tf.keras.layers.Layer,
+               opcode_dim: int, rules: tf.keras.layers.Layer,
                config_only: bool = False, **kwargs):
     super().__init__(**kwargs)
     self._config_only = config_only
     self._node_norm = node_norm
-    self._tiling = tiling
+    self._rules = rules
     self._embed = tf.keras.layers.Embedding(opcodes.NUM_OPCODE_IDS,
                                             opcode_dim,
                                             name="opcode_embedding")
@@ -190,7 +190,7 @@ class LayoutEncoder(tf.keras.layers.Layer):
           self._node_norm(source["feat"]),
           self._embed(tf.cast(source["opcode"], tf.int32))], axis=-1))
       state += (to_copies("copies", free) +
-                self._phys(self._tiling(op["phys"])))
+                self._phys(self._rules(op["phys"])))
     state = tf.nn.relu(state + self._bias)
     return tfgnn.GraphTensor.from_pieces(
         context=graph.context,
@@ -263,7 +263,7 @@ class LayoutReadout(tf.keras.layers.Layer):
   Init args:
     hidden: MLP width.
     dropout: MLP dropout.
-    tiling: The model's `LayoutRules`, which pads the
+    rules: The model's `LayoutRules`, which pads the
       sizes.
     linear_costs: Add the rate x size terms (off for the config-only
       baseline: where copies run is a fact of the graph).
@@ -273,11 +273,11 @@ class LayoutReadout(tf.keras.layers.Layer):
   """
 
   def __init__(self, hidden: int, dropout: float,
-               tiling: tf.keras.layers.Layer, linear_costs: bool = True,
+               rules: tf.keras.layers.Layer, linear_costs: bool = True,
                **kwargs):
     super().__init__(**kwargs)
     self._mlp = _mlp(hidden, dropout, "layout_head")
-    self._tiling = tiling
+    self._rules = rules
     self._linear_costs = linear_costs
     if linear_costs:
       # Zero rates at the start: sizes reach 1e3 times the graph's mean, and
@@ -293,7 +293,7 @@ class LayoutReadout(tf.keras.layers.Layer):
     if self._linear_costs:
       # Cost = rate x size: the state sets the rate, the size stays linear.
       op = inputs.node_sets["op"]
-      _, cost_scale = self._tiling(op["phys"], op["cost_scale"])
+      _, cost_scale = self._rules(op["phys"], op["cost_scale"])
       contribution += tf.reduce_sum(self._rates(h) * cost_scale, axis=1,
                                     keepdims=True)
     total = tfgnn.pool_nodes_to_context(graph, "op", "mean",
@@ -312,7 +312,7 @@ class StaticOpEncoder(tf.keras.layers.Layer):
     hidden: State width.
     node_norm: SignedLogNormalization of the 140 node features.
     opcode_dim: Opcode embedding width.
-    tiling: The model's `LayoutRules`, which `phys` goes
+    rules: The model's `LayoutRules`, which `phys` goes
       through.
 
   Call returns:
@@ -321,10 +321,10 @@ class StaticOpEncoder(tf.keras.layers.Layer):
   """
 
   def __init__(self, hidden: int, node_norm: tf.keras.layers.Layer,
-               opcode_dim: int, tiling: tf.keras.layers.Layer, **kwargs):
+               opcode_dim: int, rules: tf.keras.layers.Layer, **kwargs):
     super().__init__(**kwargs)
     self._node_norm = node_norm
-    self._tiling = tiling
+    self._rules = rules
     self._embed = tf.keras.layers.Embedding(opcodes.NUM_OPCODE_IDS,
                                             opcode_dim,
                                             name="opcode_embedding")
@@ -335,7 +335,7 @@ class StaticOpEncoder(tf.keras.layers.Layer):
     state = self._dense(tf.concat([
         self._node_norm(op["feat"]),
         self._embed(tf.cast(op["opcode"], tf.int32)),
-        self._tiling(op["phys"])], axis=-1))
+        self._rules(op["phys"])], axis=-1))
     return tfgnn.GraphTensor.from_pieces(
         context=graph.context,
         node_sets={"op": tfgnn.NodeSet.from_fields(
@@ -360,7 +360,7 @@ class LateLayoutReadout(tf.keras.layers.Layer):
   Init args:
     hidden: MLP width; rows have half of it.
     dropout: MLP dropout.
-    tiling: The model's `LayoutRules`, which `phys` goes
+    rules: The model's `LayoutRules`, which `phys` goes
       through and pads the sizes.
     config_only: Read the config values alone (the no-graph baseline): no
       op state, no `phys`, no rate x size terms.
@@ -370,12 +370,12 @@ class LateLayoutReadout(tf.keras.layers.Layer):
   """
 
   def __init__(self, hidden: int, dropout: float,
-               tiling: tf.keras.layers.Layer, config_only: bool = False,
+               rules: tf.keras.layers.Layer, config_only: bool = False,
                **kwargs):
     super().__init__(**kwargs)
     width = max(hidden // 2, 8)
     self._config_only = config_only
-    self._tiling = tiling
+    self._rules = rules
     self._from_op = tf.keras.layers.Dense(width, use_bias=False,
                                           name="from_op")
     self._phys = tf.keras.layers.Dense(width, use_bias=False, name="phys")
@@ -402,7 +402,7 @@ class LateLayoutReadout(tf.keras.layers.Layer):
           inputs, "reads", tfgnn.TARGET, "sum",
           feature_value=tfgnn.broadcast_node_to_edges(
               inputs, "reads", tfgnn.SOURCE, feature_value=h))
-      phys, cost_scale = self._tiling(rows["phys"], rows["cost_scale"])
+      phys, cost_scale = self._rules(rows["phys"], rows["cost_scale"])
       state += self._phys(phys)
     state = tf.nn.relu(state)
     contribution = self._mlp(state)
@@ -506,12 +506,12 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
   layout = cfg.kind == "layout"
   late = layout and cfg.join == "late"
   # One propagation rule and tiling for the whole model: the chip's.
-  tiling = LayoutRules(name="layout_rules")
+  rules = LayoutRules(name="layout_rules")
   if late:
-    graph = StaticOpEncoder(cfg.hidden, node_norm, cfg.opcode_dim, tiling,
+    graph = StaticOpEncoder(cfg.hidden, node_norm, cfg.opcode_dim, rules,
                             name="op_encoder")(inputs)
   elif layout:
-    graph = LayoutEncoder(cfg.hidden, node_norm, cfg.opcode_dim, tiling,
+    graph = LayoutEncoder(cfg.hidden, node_norm, cfg.opcode_dim, rules,
                           config_only=cfg.config_only,
                           name="layout_encoder")(inputs)
   else:
@@ -521,12 +521,12 @@ def build_score_model(cfg: ModelConfig, input_spec: tfgnn.GraphTensorSpec,
     for i in range(cfg.layers):
       graph = _gnn_layer(cfg, i)(graph)
   if late:
-    out = LateLayoutReadout(cfg.hidden, cfg.dropout, tiling,
+    out = LateLayoutReadout(cfg.hidden, cfg.dropout, rules,
                             config_only=cfg.config_only,
                             name="readout")(graph, inputs)
   elif layout:
     # The config-only baseline must not see where copies run (graph facts).
-    out = LayoutReadout(cfg.hidden, cfg.dropout, tiling,
+    out = LayoutReadout(cfg.hidden, cfg.dropout, rules,
                         linear_costs=not cfg.config_only,
                         name="readout")(graph, inputs)
   else:

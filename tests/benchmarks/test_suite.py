@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from benchmarks import bench_quality
 from benchmarks import bench_scaling
 from benchmarks import plots
 from benchmarks import report
@@ -29,6 +30,28 @@ def test_embedded_report_moves_headings_down_and_repoints_images(tmp_path):
   assert "![plot](results/scaling_nodes.png)" in lines
   assert suite._embed(str(out), "missing", str(tmp_path))[0].startswith(  # pylint: disable=protected-access
       "(missing: no report")
+
+
+def test_quality_trains_each_join_of_layout_models_only():
+  layout = bench_quality._models("layout", ["late", "early"], True)  # pylint: disable=protected-access
+  assert layout == [("GNN", "GNN", False, None),
+                    ("GNN, early join", "GNN-early", False, "early"),
+                    ("config-only", "config-only", True, None)]
+  # Tile models have no join: the default GNN alone, whatever is asked.
+  assert bench_quality._models("tile", ["early"], False) == [  # pylint: disable=protected-access
+      ("GNN", "GNN", False, None)]
+
+
+def test_long_runs_link_only_reports_that_exist(tmp_path, monkeypatch):
+  results = tmp_path / "benchmarks" / "results"
+  results.mkdir(parents=True)
+  (results / "chips_wide.md").write_text("# Chips\n")
+  monkeypatch.setattr(suite, "ROOT", str(tmp_path))
+  lines = suite._long_runs("chips", str(tmp_path))  # pylint: disable=protected-access
+  assert lines[0].endswith(": [benchmarks/results/chips_wide.md]"
+                           "(benchmarks/results/chips_wide.md).")
+  assert suite._long_runs("quality", str(tmp_path)) == []  # pylint: disable=protected-access
+  assert suite._long_runs("serving", str(tmp_path)) == []  # pylint: disable=protected-access
 
 
 @pytest.mark.slow
