@@ -197,8 +197,8 @@ def _embed(out: str, name: str, summary_dir: str) -> list[str]:
 # report: what they are, and their reports under benchmarks/results/.
 LONG_RUNS = {
     "quality": ("The same comparison at the trainer's default budget (10 "
-                "minutes per model), beside the official TpuGraphs baseline "
-                "(run outside this project)",
+                "minutes per model; the first also beside the official "
+                "TpuGraphs baseline, run outside this project)",
                 ["quality.md", "quality_layout_late.md",
                  "quality_nlp_default_joins.md"]),
     "chips": ("The same chips with 3 training seeds each",
