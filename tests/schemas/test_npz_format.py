@@ -228,7 +228,7 @@ def test_collection_paths():
     npz_format.collection_kind("layout:xla")
 
 
-@pytest.mark.parametrize("bad", [7.0, np.nan, 0.5])
+@pytest.mark.parametrize("bad", [7.0, 6.0, -1.5, -0.5, 0.5, np.nan, -np.inf])
 def test_config_values_left_to_the_stream_are_checked_as_they_stream(
     make_npz, layout_npz, bad):
   d = load_dict(layout_npz)

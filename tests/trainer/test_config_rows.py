@@ -92,6 +92,24 @@ def test_keys_too_wide_for_int64_leave_rows_unshared(tmp_path,
                              atol=1e-6)
 
 
+def test_layout_ids_hashed_or_counted_densely_give_the_same_rows(
+    tmp_path, monkeypatch):
+  """Too many (configurable op, layout) cells for a dense table: the hashed
+  ids give the same rows, features and edges."""
+  merged, _, dense = _both(tmp_path, k=16)
+  monkeypatch.setattr(config_rows, "_DENSE_CELLS", 0)
+  hashed = config_rows.expand_layout_late(merged)
+  # The same rows (to an ulp: vectorised logs round a table's tail apart).
+  for name, value in dense.node_sets["config_op"].features.items():
+    np.testing.assert_allclose(hashed.node_sets["config_op"][name], value,
+                               rtol=1e-6, atol=1e-6)
+  for name in ("reads", "adds_to"):
+    for end in ("source", "target"):
+      np.testing.assert_array_equal(
+          getattr(hashed.edge_sets[name].adjacency, end),
+          getattr(dense.edge_sets[name].adjacency, end))
+
+
 def test_ops_without_rows_look_the_same_under_every_config(tmp_path):
   merged, early, late = _both(tmp_path)
   sizes = early.node_sets["op"].sizes.numpy()
