@@ -7,6 +7,7 @@ is the most the model's call budget allows (`call_budget`), up to
 example, so an example carries as many configs as fit.
 """
 
+from concurrent import futures
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -99,8 +100,14 @@ def score_graph_arrays(rank: Callable, graph: npz_format.Graph,
   if graph.kind == npz_format.LAYOUT:
     arrays["node_config_ids"] = graph.node_config_ids.astype(np.int64)
     key = "node_config_feat"
-  parts = [np.asarray(rank(**arrays, **{key: feat})["scores"])
-           for feat in graph.iter_config_feat(chunk)]
+  parts = []
+  # The next chunk is read (and inflated) while the model ranks this one.
+  with futures.ThreadPoolExecutor(max_workers=1) as reader:
+    blocks = graph.iter_config_feat(chunk)
+    ahead = reader.submit(next, blocks, None)
+    while (feat := ahead.result()) is not None:
+      ahead = reader.submit(next, blocks, None)
+      parts.append(np.asarray(rank(**arrays, **{key: feat})["scores"]))
   if not parts:
     return np.zeros(0, np.float64)
   return np.concatenate(parts).astype(np.float64)
