@@ -120,8 +120,8 @@ def _unique(keys, bound):
 
 
 def _present(ids, size):
-  """[size] bool: which of 0..size-1 occur in int32 `ids` (bincount: ~10x
-  faster on CPU than a segment max, with a histogram per thread)."""
+  """[size] bool: which of 0..size-1 occur in int32 `ids` (bincount, with a
+  histogram per thread: ~15x faster on CPU than a segment max)."""
   return tf.math.bincount(ids, minlength=size, maxlength=size,
                           binary_output=True) > 0
 
@@ -145,8 +145,8 @@ def _local_ids(column, codes, columns):
     distinct codes, [D] int64, ordered by column then rank.
   """
   # A call holds few distinct layouts (tens: the permutations of a few
-  # ranks), so (column, layout) cells usually fit a dense table, and
-  # counting in it is ~4x faster than tf.unique over every entry.
+  # ranks), so (column, layout) cells usually fit a dense table: counting
+  # in it halves the time of tf.unique over every entry.
   seen = _present(tf.cast(codes, tf.int32), _CODES)
   layouts = tf.reduce_sum(tf.cast(seen, tf.int32))
 
